@@ -1,0 +1,217 @@
+"""Tests of tpucost.measure: per-kernel labels from the profiler (CPU)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+
+from tpucost import measure
+from tpucost.measure import Measurement, measure_kernels, wall_time_ns
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="labels are checked on XLA:CPU")
+
+DN = ("NHWC", "HWIO", "NHWC")
+NO_FUSION = {"xla_disable_hlo_passes": "fusion"}
+
+
+def mlp(x, w1, b1, w2):
+    h = jax.nn.relu(x @ w1 + b1)
+    return jax.nn.softmax(h @ w2)
+
+
+def mlp_args():
+    k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
+    return (
+        jax.random.normal(k1, (64, 256)),
+        jax.random.normal(k2, (256, 512)) * 0.05,
+        jnp.zeros((512,)),
+        jax.random.normal(k3, (512, 128)) * 0.05,
+    )
+
+
+def conv(x, w):
+    """A 5x5 convolution (asynchronous on XLA:CPU) followed by an elementwise op."""
+    return jnp.tanh(lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=DN)) * 2.0
+
+
+def conv_args(batch=8, channels=16):
+    """Shapes XLA:CPU runs as an Eigen convolution (wider ones go to YNNPACK)."""
+    kx, kw = jax.random.split(jax.random.key(1))
+    return (
+        jax.random.normal(kx, (batch, 32, 32, channels)),
+        jax.random.normal(kw, (5, 5, channels, channels)) * 0.02,
+    )
+
+
+def scan_loop(x, w):
+    return lax.scan(lambda c, _: (jnp.tanh(c @ w), None), x, None, length=5)[0]
+
+
+def entry_kernel_names(hlo_text: str) -> set[str]:
+    """Entry instructions that can be kernels, read independently of tpucost."""
+    entry = hlo_text[hlo_text.index("\nENTRY") :]
+    entry = entry[: entry.index("\n}")]
+    names = set()
+    for m in re.finditer(r"^\s*(?:ROOT\s+)?%([\w.\-]+) = .*? ([a-z][a-z0-9\-]*)\(", entry, re.M):
+        if m.group(2) not in measure.NON_KERNEL_OPCODES:
+            names.add(m.group(1))
+    return names
+
+
+def profile_of(runs):
+    """Trace ``runs`` (a list of (compiled, args, count)) in one profile."""
+    with tempfile.TemporaryDirectory() as tmp:
+        jax.profiler.start_trace(tmp)
+        try:
+            for compiled, args, count in runs:
+                for _ in range(count):
+                    jax.block_until_ready(compiled(*args))
+        finally:
+            jax.profiler.stop_trace()
+        (path,) = glob.glob(os.path.join(tmp, "**", "*.xplane.pb"), recursive=True)
+        return jax.profiler.ProfileData.from_file(path)
+
+
+@pytest.fixture(scope="module")
+def mlp_measurement() -> Measurement:
+    return measure_kernels(mlp, *mlp_args(), repeats=3)
+
+
+def test_every_mlp_kernel_has_a_label(mlp_measurement):
+    m = mlp_measurement
+    expected = entry_kernel_names(m.hlo_text)
+    assert len(expected) >= 2
+    assert set(m.runtime_ns) == expected
+    assert m.missing == []
+    assert all(t > 0 for t in m.runtime_ns.values())
+    assert all(m.runs_seen[k] == 3 for k in expected)
+    assert m.module_name == "jit_mlp" and m.backend == "cpu" and m.device_kind
+    assert m.hlo_text.startswith("HloModule jit_mlp")
+    assert len(m.wall_ns_per_run) >= 5 and min(m.wall_ns_per_run) > 0
+
+
+def test_labels_and_missing_cover_all_kernels(mlp_measurement, monkeypatch):
+    m = mlp_measurement
+    kernels = set(measure._kernel_names(m.hlo_text))
+    assert isinstance(m.missing, list)
+    assert kernels <= set(m.runtime_ns) | set(m.missing)
+    assert not set(m.missing) & set(m.runtime_ns)
+    # A kernel the trace does not report is listed, not dropped.
+    real = measure._kernel_names
+    monkeypatch.setattr(measure, "_kernel_names", lambda text: [*real(text), "never_ran.7"])
+    m2 = measure_kernels(mlp, *mlp_args(), repeats=1)
+    assert m2.missing == ["never_ran.7"]
+    assert "never_ran.7" not in m2.runtime_ns
+
+
+def test_conv_labels_add_up_to_wall_time():
+    # The convolution's event covers only its launch when XLA:CPU runs it
+    # asynchronously; the labels must still add up to the program's wall time.
+    # The machine may be shared: a few attempts, each must be honest to pass.
+    args = conv_args()
+    ratios = []
+    for _ in range(3):
+        m = measure_kernels(conv, *args, repeats=7)
+        ratios.append(m.additivity_ratio)
+        conv_kernel = next(k for k in m.runtime_ns if k.startswith("conv"))
+        assert m.runtime_ns[conv_kernel] > 0.5 * sum(m.runtime_ns.values())
+        if 0.7 <= ratios[-1] <= 1.3:
+            break
+    assert 0.7 <= ratios[-1] <= 1.3, ratios
+
+
+def test_same_module_name_back_to_back_do_not_mix():
+    small = measure_kernels(conv, *conv_args(4, 8), repeats=3)
+    big = measure_kernels(conv, *conv_args(8, 16), repeats=4)
+    assert small.module_name == big.module_name == "jit_conv"
+    assert set(small.runtime_ns) == set(big.runtime_ns)  # same instruction names
+    assert set(small.runs_seen.values()) == {3}
+    assert set(big.runs_seen.values()) == {4}
+    name = next(k for k in big.runtime_ns if k.startswith("conv"))
+    assert big.runtime_ns[name] > 1.5 * small.runtime_ns[name]  # 8x the flops
+
+
+def test_events_filtered_by_program_id_in_a_shared_trace():
+    # Two executables of one module name (same instruction names) in ONE trace.
+    args_a, args_b = conv_args(4, 8), conv_args(4, 16)
+    a = jax.jit(conv).lower(*args_a).compile()
+    b = jax.jit(conv).lower(*args_b).compile()
+    ids_a, ids_b = measure._program_ids(a), measure._program_ids(b)
+    assert ids_a and ids_b and not ids_a & ids_b
+    jax.block_until_ready((a(*args_a), b(*args_b)))
+    profile = profile_of([(a, args_a, 2), (b, args_b, 3), (a, args_a, 1)])
+    runs_a = {e.run for e in measure._kernel_events(profile, "cpu", "jit_conv", ids_a).events}
+    runs_b = {e.run for e in measure._kernel_events(profile, "cpu", "jit_conv", ids_b).events}
+    assert len(runs_a) == 2 + 1 and len(runs_b) == 3
+    assert not runs_a & runs_b
+    with pytest.raises(ValueError, match="several programs"):
+        measure._kernel_events(profile, "cpu", "jit_conv", None)
+    with pytest.raises(ValueError, match="jit_nope"):
+        measure._kernel_events(profile, "cpu", "jit_nope", ids_a)
+
+
+def test_disabling_fusion_changes_the_kernels(mlp_measurement):
+    unfused = measure_kernels(mlp, *mlp_args(), repeats=2, compiler_options=NO_FUSION)
+    assert len(unfused.runtime_ns) > len(mlp_measurement.runtime_ns)
+    assert unfused.missing == []
+    assert set(unfused.runtime_ns) == entry_kernel_names(unfused.hlo_text)
+
+
+def test_loop_body_kernels_are_per_call_and_nested():
+    x, w = jnp.ones((64, 256)), jnp.ones((256, 256)) * 0.01
+    m = measure_kernels(scan_loop, x, w, repeats=3)
+    (loop,) = [k for k in m.runtime_ns if k.startswith("while")]
+    body = [k for k, n in m.calls_per_run.items() if n == 5]
+    assert body and set(body) <= set(m.nested)
+    assert loop not in m.nested
+    # Five calls of each body kernel fit inside one run of the loop.
+    assert sum(5 * m.runtime_ns[k] for k in body) <= 1.05 * m.runtime_ns[loop]
+    assert 0.3 < m.additivity_ratio < 1.5
+
+
+def test_many_measurements_with_other_modules_in_between():
+    other = jax.jit(lambda v: jnp.cumsum(v) * 3.0)
+    x = jnp.arange(1000.0)
+    for _ in range(3):
+        jax.block_until_ready(other(x))
+        m = measure_kernels(lambda v: jnp.sin(v) + 1.0, x, repeats=2)
+        assert m.missing == [] and set(m.runs_seen.values()) == {2}
+
+
+def test_bad_arguments_raise_value_error():
+    with pytest.raises(ValueError, match="repeats"):
+        measure_kernels(jnp.sin, jnp.ones(3), repeats=0)
+    with pytest.raises(ValueError, match="repeats"):
+        wall_time_ns(jnp.sin, jnp.ones(3), repeats=0)
+    with pytest.raises(ValueError, match="backend"):
+        measure._kernel_events(None, "abacus", "jit_f", None)
+
+
+def test_wall_time_ns_counts_runs():
+    f = jax.jit(jnp.cos)
+    times = wall_time_ns(f, jnp.ones(16), repeats=4)
+    assert len(times) == 4 and all(t > 0 for t in times)
+
+
+def test_async_rule_on_a_synthetic_run():
+    # A launch-only event (10 us), idle until its consumer starts at 500 us.
+    E = measure._Event
+    launch = E("conv", "r", 0.0, 10_000.0, marker_ns=None)
+    consumer = E("fusion", "r", 500_000.0, 540_000.0, marker_ns=540_000.0)
+    sync = E("copy", "r", 600_000.0, 700_000.0, marker_ns=699_900.0)
+    labels = measure._run_labels(
+        [launch, consumer, sync], {"conv": frozenset({"fusion"})}, frozenset(), 700_000.0, True
+    )
+    assert labels[0] == (500_000.0, measure.ASYNC)
+    assert labels[1] == (40_000.0, measure.SYNC)
+    assert labels[2] == (100_000.0, measure.SYNC)
+    # Without async completion (GPU, TPU), events are taken as they are.
+    plain = measure._run_labels([launch, consumer], {}, frozenset(), 540_000.0, False)
+    assert [t for t, _ in plain] == [10_000.0, 40_000.0]

@@ -1,0 +1,179 @@
+"""Tests of tpucost.programs: every family x form compiles and runs, generation is deterministic,
+and every configuration changes how some program is cut into kernels."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tpucost.programs import (
+    CONFIGURATIONS,
+    FAMILIES,
+    FORMS,
+    Program,
+    applicable_configurations,
+    compile_program,
+    count_kernels,
+    generate_programs,
+    kernel_signatures,
+    make_program,
+)
+
+N_ALL = len(FAMILIES) * len(FORMS)  # 39: the shortest prefix holding every family in every form
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[Program]:
+    return list(generate_programs(N_ALL, seed=0))
+
+
+def _finite(tree) -> bool:
+    return all(bool(np.isfinite(np.asarray(x, dtype=np.float32)).all()) for x in jax.tree.leaves(tree))
+
+
+def _same_structure(a, b) -> bool:
+    """Same tree structure, shapes and dtypes."""
+    spec = lambda t: jax.tree.map(lambda x: (x.shape, x.dtype), t)  # noqa: E731
+    return jax.tree.structure(a) == jax.tree.structure(b) and spec(a) == spec(b)
+
+
+def test_families_and_forms():
+    assert len(FAMILIES) >= 13 and len(set(FAMILIES)) == len(FAMILIES)
+    assert FORMS == ("forward", "grad", "train_step")
+
+
+@pytest.mark.parametrize("index", range(N_ALL))
+def test_every_family_and_form_compiles_and_runs(corpus, index):
+    program = corpus[index]
+    out = compile_program(program)(*program.args)
+    assert _finite(out), program.program_id
+    params = program.args[0]
+    if program.form == "grad":
+        assert _same_structure(out, params)
+    elif program.form == "train_step":
+        new_params, new_opt_state, loss = out
+        assert _same_structure(new_params, params)
+        assert _same_structure(new_opt_state, program.args[1])
+        assert loss.shape == () and loss.dtype == jnp.float32
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_forward_runs_for_another_seed(family):
+    program = make_program(family, "forward", seed=1, index=7)
+    out = jax.jit(program.fn)(*program.args)
+    assert _finite(out)
+    assert out.dtype == jnp.dtype(program.hparams["dtype"])
+
+
+def test_same_seed_same_programs():
+    first = list(generate_programs(2 * N_ALL, seed=3))
+    again = list(generate_programs(2 * N_ALL, seed=3))
+    assert [p.program_id for p in first] == [p.program_id for p in again]
+    assert [p.hparams for p in first] == [p.hparams for p in again]
+    for a, b in zip(first[:N_ALL], again[:N_ALL]):
+        for x, y in zip(jax.tree.leaves(a.args), jax.tree.leaves(b.args)):
+            np.testing.assert_array_equal(np.asarray(x, np.float32), np.asarray(y, np.float32))
+
+
+def test_program_ids_are_unique_and_seeds_differ():
+    seed0 = list(generate_programs(N_ALL, seed=0))
+    seed1 = list(generate_programs(N_ALL, seed=1))
+    ids = [p.program_id for p in seed0 + seed1]
+    assert len(set(ids)) == len(ids)
+    assert seed0[0].program_id == f"{FAMILIES[0]}-forward-0-0"
+    assert sum(a.hparams != b.hparams for a, b in zip(seed0, seed1)) > N_ALL // 2
+
+
+def test_hparams_are_json_serialisable():
+    for program in generate_programs(2 * N_ALL, seed=5):
+        text = json.dumps(program.hparams, sort_keys=True)
+        assert json.loads(text) == program.hparams
+        assert program.hparams["dtype"] in ("float32", "bfloat16")
+
+
+@pytest.mark.parametrize("n", [N_ALL, N_ALL + 5])
+def test_any_long_prefix_covers_every_family_and_form(n):
+    pairs = {(p.family, p.form) for p in generate_programs(n, seed=2)}
+    assert pairs == {(f, form) for f in FAMILIES for form in FORMS}
+
+
+def test_family_subset():
+    programs = list(generate_programs(6, seed=0, families=["lstm", "gru"]))
+    assert {(p.family, p.form) for p in programs} == {(f, form) for f in ("lstm", "gru") for form in FORMS}
+    with pytest.raises(ValueError):
+        next(generate_programs(1, families=["no_such_family"]))
+
+
+def test_programs_compare_by_id():
+    a, b = make_program("mlp", "grad", 0, 4), make_program("mlp", "grad", 0, 4)
+    assert a == b and hash(a) == hash(b)
+    with pytest.raises(AttributeError):
+        a.family = "cnn"  # type: ignore[misc]
+
+
+def test_applicable_configurations():
+    lstm_train = make_program("lstm", "train_step", 0, 0)
+    mlp_forward = make_program("mlp", "forward", 0, 0)
+    assert applicable_configurations(lstm_train, "cpu") == list(CONFIGURATIONS)
+    on_cpu = applicable_configurations(mlp_forward, "cpu")
+    assert on_cpu[0] == "default" and "scan_unroll" not in on_cpu and "remat_dots" not in on_cpu
+    assert set(applicable_configurations(mlp_forward, "tpu")) == {"default", "no_fusion"}
+
+
+# One cheap program per configuration on which it must change the compiled HLO.
+_WITNESS = {name: ("mlp", "forward") for name in CONFIGURATIONS}
+_WITNESS.update(remat_nothing=("mlp", "train_step"), remat_dots=("mlp", "grad"), scan_unroll=("gru", "forward"))
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGURATIONS if c != "default"])
+def test_configuration_changes_the_kernels(config):
+    family, form = _WITNESS[config]
+    program = make_program(family, form, seed=0, index=0)
+    assert config in applicable_configurations(program, "cpu")
+    default = compile_program(program, "default")
+    changed = compile_program(program, config)
+    assert kernel_signatures(changed.as_text()) != kernel_signatures(default.as_text())
+    assert _finite(changed(*program.args))
+
+
+def test_count_kernels_on_handwritten_hlo():
+    hlo = """HloModule m, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
+
+%fused (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %e = f32[4]{0} exponential(%p)
+}
+
+%body (t: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %t = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%t), index=0
+  %x = f32[4]{0} get-tuple-element(%t), index=1
+  %f = f32[4]{0} fusion(%x), kind=kLoop, calls=%fused
+  ROOT %r = (s32[], f32[4]{0}) tuple(%i, %f)
+}
+
+%cond (t: (s32[], f32[4])) -> pred[] {
+  %t = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%t), index=0
+  %c = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i, %c), direction=LT
+}
+
+ENTRY %main (a: f32[4]) -> f32[4] {
+  %a = f32[4]{0} parameter(0)
+  %z = s32[] constant(0)
+  %init = (s32[], f32[4]{0}) tuple(%z, %a)
+  %w = (s32[], f32[4]{0}) while(%init), condition=%cond, body=%body
+  %y = f32[4]{0} get-tuple-element(%w), index=1
+  ROOT %n = f32[4]{0} negate(%y)
+}
+"""
+    # while + negate in the entry, the fusion in the body, the compare in the condition
+    assert count_kernels(hlo) == 4
+    assert kernel_signatures(hlo) == {
+        "(s32[], f32[4]) while": 1, "f32[4] negate": 1, "f32[4] fusion:kLoop(exponential)": 1, "pred[] compare": 1
+    }

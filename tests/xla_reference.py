@@ -1,0 +1,70 @@
+"""XLA's own C++ HLO parser, reached through jaxlib's private binding, for differential tests.
+
+`jaxlib._hlo.hlo_module_from_text` is private and may change between releases; it is used in
+tests only, never by the library. It aborts the process on some malformed inputs, so every call
+runs in a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+_SPECIAL_SPELLINGS = {
+    "kCos": "cosine", "kSin": "sine", "kExp": "exponential", "kExpm1": "exponential-minus-one",
+    "kLog1p": "log-plus-one", "kClz": "count-leading-zeros", "kPopulationCount": "popcnt",
+    "kOptimizationBarrier": "opt-barrier", "kTopK": "topk",
+}  # fmt: skip
+
+_CHILD = r"""
+import json, re, sys
+from jaxlib import _hlo
+special = json.loads(sys.argv[1])
+def spell(op):
+    k = str(op).split(".")[-1]
+    return special.get(k) or re.sub(r"(?<!^)([A-Z])", r"-\1", k[1:]).lower()
+out = []
+for text in json.load(sys.stdin):
+    try:
+        m = _hlo.hlo_module_from_text(text)
+    except Exception as e:
+        out.append({"error": str(e)[:500]})
+        continue
+    comps = {}
+    for c in m.computations():
+        comps[c.name] = {i.name: [spell(i.opcode), [o.name for o in i.operands()]] for i in c.instructions()}
+    out.append({"name": m.name, "computations": comps})
+print(json.dumps(out))
+"""
+
+
+def available() -> bool:
+    try:
+        from jaxlib import _hlo  # noqa: F401
+    except Exception:
+        return False
+    return hasattr(_hlo, "hlo_module_from_text")
+
+
+def xla_parse(texts: list[str], timeout: float = 300) -> list[dict] | None:
+    """Parse each text with XLA; per text a dict {name, computations} or {error}.
+
+    Returns None when the child process crashed (XLA aborts on some inputs).
+    """
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(_SPECIAL_SPELLINGS)],
+        input=json.dumps(texts),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        return None
+    return json.loads(proc.stdout)
+
+
+def opcode_spelling(enum_name: str) -> str:
+    """kGetTupleElement -> get-tuple-element (XLA's text spelling)."""
+    return _SPECIAL_SPELLINGS.get(enum_name) or re.sub(r"(?<!^)([A-Z])", r"-\1", enum_name[1:]).lower()

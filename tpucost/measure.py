@@ -1,0 +1,735 @@
+"""Per-kernel runtime labels from the JAX profiler (the "measure" stage).
+
+Method
+------
+The paper labels each kernel (a node of the optimized, fused XLA graph) with its
+measured runtime, the minimum of several runs. Here one compiled program is run
+``repeats`` times under ``jax.profiler.start_trace``; the trace is read back in
+memory with ``jax.profiler.ProfileData`` and every profiler event is matched to an
+HLO instruction of *this* compiled module:
+
+* an event belongs to us only if its ``hlo_module`` stat equals this module's name
+  AND its ``program_id`` stat is this executable's id (the ``id`` of its
+  ``HloModuleProto``), so another module with the same name or the same
+  instruction names, run in between or concurrently, never mixes in;
+* events are grouped into runs by ``run_id`` (one per program execution);
+* the instruction name comes from the event's ``hlo_op`` stat.
+
+The label of a kernel is, per run, its total time divided by the number of times
+it ran in that run (a loop-body kernel runs once per iteration: its label is the
+mean time of one call), then the minimum over runs. Loop-body kernels are also
+inside their ``while`` kernel's label, so ``additivity_ratio`` skips them.
+
+The asynchronous-kernel pitfall on XLA:CPU
+-------------------------------------------
+Some XLA:CPU thunks (Eigen convolutions, for one) may return after *launching*
+their work on the intra-op thread pool: their profiler event then covers only the
+launch (~10 us of a ~500 us convolution), and summed events can be a tenth of the
+program's wall time. The same thunk sometimes runs synchronously instead (its
+event is then the whole convolution). How it shows in the trace (jax 0.10):
+
+* the kernel event (on a ``tf_XLAPjRtCpuClient`` thread, or the Python thread
+  for small programs) is short; the pool threads show only
+  ``ThreadpoolListener`` markers while the work runs, and no kernel event of the
+  run executes unless the executor has independent work ("idle" time);
+* the kernels waiting for it start when it completes, often on a ``tf_XLAEigen``
+  thread. These are its consumers in the HLO graph *and* kernels the executor
+  ordered after it for buffer reuse, which the HLO graph does not show;
+* its ``end: <name>`` marker (linked to the kernel event by the flow stats
+  ``_p`` / ``_c``) comes after those kernels ran, sometimes much later, and is
+  sometimes missing; for a synchronous kernel the marker sits at the very end of
+  the kernel event;
+* the run ends with ``ThunkExecutor::Execute (wait for completion)`` (stat
+  ``run_id``), whose end is when the last kernel completed.
+
+Rule used here (``_event_label``): a kernel whose end marker sits at its event's end
+is synchronous (label = event). Otherwise its completion bound is the first start
+of a kernel consuming its result (HLO operand graph, looking through tuples,
+get-tuple-elements and bitcasts), else the end of its enclosing loop kernel or of
+the run. If the run was idle between the event's end and that bound for longer
+than the event itself (and 5 us), the executor was waiting for this kernel: it
+completed when the run resumed, at the end of the last idle gap before the bound,
+and its label is the elapsed time from its start to then. If only its late marker
+shows it async, the label is bound - start (an upper bound). Runs in which a kernel
+known to be async elsewhere could not be classified are left out of its minimum.
+``Measurement.additivity_ratio`` (summed labels over the program's wall time)
+checks that the labels are honest: 0.94-1.13 on convolution programs, against
+~0.1 for raw events.
+
+Only CPU can be tested on the machines this package is developed on; the GPU and
+TPU branches of :func:`_kernel_events` follow the documented trace structure (see
+the comments there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+import jax
+
+__all__ = ["Measurement", "measure_kernels", "wall_time_ns"]
+
+# Opcodes that never become a kernel of their own (no thunk, no profiler event).
+NON_KERNEL_OPCODES = frozenset(
+    {
+        "parameter",
+        "constant",
+        "tuple",
+        "get-tuple-element",
+        "bitcast",
+        "after-all",
+        "partition-id",
+        "replica-id",
+        "opt-barrier",
+    }
+)
+# Kernels that run other kernels (loop bodies, branches); their events enclose
+# their children's, so they are not counted as "busy" time in the async rule.
+# (A `call` left in the entry on CPU is a "small call": one kernel, no children.)
+CONTAINER_OPCODES = frozenset({"while", "conditional"})
+
+# Slack for "at the same time" between a kernel event's end and its end marker, and
+# the least idle time that can make a kernel asynchronous.
+_ASYNC_SLACK_NS = 5_000.0
+# Untraced runs for the wall-time reference (its minimum), at least.
+_MIN_WALL_RUNS = 5
+_WAIT_EVENT = "ThunkExecutor::Execute (wait for completion)"
+_END_PREFIX = "end: "
+
+Run = Hashable
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """Per-kernel runtime labels of one compiled program.
+
+    Attributes:
+        runtime_ns: kernel name -> label in ns: per run, the kernel's time per call
+            (async completion included on CPU), then the minimum over runs.
+        runs_seen: kernel name -> number of traced runs that reported it.
+        calls_per_run: kernel name -> calls in one run (1 unless in a loop body).
+        wall_ns_per_run: wall time of each untraced run of the program, from
+            ``time.perf_counter_ns`` around the call and ``block_until_ready``.
+        run_span_ns: per traced run, first kernel start to run completion.
+        hlo_text: the optimized HLO text (``compiled.as_text()``).
+        missing: kernels of the compiled module that no traced run reported.
+        nested: kernels inside another kernel (loop bodies, branches); their time
+            is already part of their parent's label.
+        async_kernels: kernels found asynchronous (label extended past the event).
+        module_name, backend, device_kind: what was measured, and where.
+    """
+
+    runtime_ns: dict[str, float]
+    runs_seen: dict[str, int]
+    calls_per_run: dict[str, int]
+    wall_ns_per_run: list[float]
+    run_span_ns: list[float]
+    hlo_text: str
+    missing: list[str]
+    nested: list[str]
+    async_kernels: list[str]
+    module_name: str
+    backend: str
+    device_kind: str
+
+    @property
+    def additivity_ratio(self) -> float:
+        """Sum of the top-level kernels' labels over the program's wall time.
+
+        Near 1 when labels add up to the program (the paper's assumption); far below
+        1 when per-run overhead dominates or async work is missed.
+        """
+        total = sum(
+            t * self.calls_per_run.get(k, 1) for k, t in self.runtime_ns.items() if k not in self.nested
+        )
+        return total / min(self.wall_ns_per_run)
+
+
+# --------------------------------------------------------------------------- HLO
+
+
+@dataclasses.dataclass(frozen=True)
+class _Instr:
+    name: str
+    opcode: str
+    operands: tuple[str, ...]
+    computation: str
+
+
+_COMP_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s+\(.*->.*\{\s*$")
+_INSTR_RE = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*.+?\s([a-z][a-z0-9\-]*)\((.*)$")
+_CALLED_RE = re.compile(r"\b(calls|to_apply)=%?([\w.\-]+)")
+
+
+def _operand_text(rest: str) -> str:
+    """The text inside the operand parentheses (``rest`` starts just after '(')."""
+    depth = 1
+    for i, ch in enumerate(rest):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return rest[:i]
+    return rest
+
+
+def _parse_hlo(hlo_text: str) -> tuple[str, dict[str, list[_Instr]], set[str]]:
+    """(entry name, computation -> instructions, names of fused/applied computations)."""
+    entry, comps, current, inlined = "", {}, None, set()
+    for line in hlo_text.splitlines():
+        head = _COMP_RE.match(line)
+        if head:
+            current = head.group(2)
+            comps[current] = []
+            entry = current if head.group(1) else entry
+            continue
+        if line.strip() == "}":
+            current = None
+            continue
+        m = _INSTR_RE.match(line) if current else None
+        if m:
+            operands = tuple(re.findall(r"%([\w.\-]+)", _operand_text(m.group(3))))
+            comps[current].append(_Instr(m.group(1), m.group(2), operands, current))
+            inlined.update(name for _, name in _CALLED_RE.findall(m.group(3)))
+    return entry, comps, inlined
+
+
+def _executed_instructions(hlo_text: str) -> list[_Instr]:
+    """Instructions of computations that run as thunks (entry, loop bodies, branches)."""
+    _, comps, inlined = _parse_hlo(hlo_text)
+    return [i for name, instrs in comps.items() if name not in inlined for i in instrs]
+
+
+def _entry_instructions(hlo_text: str) -> list[_Instr]:
+    entry, comps, _ = _parse_hlo(hlo_text)
+    if not entry:
+        raise ValueError("no ENTRY computation in the HLO text")
+    return comps[entry]
+
+
+def _kernel_names(hlo_text: str) -> list[str]:
+    """Names of the kernels of a compiled module.
+
+    Uses ``tpucost.kernels.decompose(tpucost.hlo.parse_module(text))`` when that
+    module is available; otherwise the entry computation's instructions whose opcode
+    can be a kernel (loop bodies are then covered by their ``while`` kernel).
+    """
+    try:
+        from tpucost.hlo import parse_module
+        from tpucost.kernels import decompose
+    except ImportError:
+        return [i.name for i in _entry_instructions(hlo_text) if i.opcode not in NON_KERNEL_OPCODES]
+    return [k.name for k in decompose(parse_module(hlo_text))]
+
+
+def _consumers(hlo_text: str) -> dict[str, frozenset[str]]:
+    """Instruction name -> names of the kernels that read its result.
+
+    Looks through non-kernel instructions (tuple, get-tuple-element, bitcast, ...)
+    within the same computation; a value that only reaches the computation's root
+    has no consumer there.
+    """
+    users: dict[str, set[str]] = defaultdict(set)
+    opcode: dict[str, str] = {}
+    for ins in _executed_instructions(hlo_text):
+        opcode[ins.name] = ins.opcode
+        for op in ins.operands:
+            users[op].add(ins.name)
+
+    def kernel_users(name: str, seen: set[str]) -> set[str]:
+        found: set[str] = set()
+        for user in users.get(name, ()):
+            if user in seen:
+                continue
+            seen.add(user)
+            if opcode.get(user) in NON_KERNEL_OPCODES:
+                found |= kernel_users(user, seen)
+            else:
+                found.add(user)
+        return found
+
+    return {name: frozenset(kernel_users(name, set())) for name in opcode}
+
+
+def _nested_names(hlo_text: str, kernels: Iterable[str]) -> list[str]:
+    entry = {i.name for i in _entry_instructions(hlo_text)}
+    return sorted(k for k in kernels if k not in entry)
+
+
+def _container_names(hlo_text: str) -> frozenset[str]:
+    return frozenset(i.name for i in _executed_instructions(hlo_text) if i.opcode in CONTAINER_OPCODES)
+
+
+def _program_ids(compiled: Any) -> frozenset[int] | None:
+    """The profiler's ``program_id`` of a compiled executable, or None if unknown.
+
+    XLA reports ``HloModule::unique_id()``, serialized as field 5 (``id``) of
+    ``HloModuleProto``; read it with a minimal protobuf decoder (checked on jax 0.10
+    CPU: the ids match the trace's ``program_id`` stats).
+    """
+    try:
+        modules = compiled.runtime_executable().hlo_modules()
+        ids = {_proto_int_field(m.as_serialized_hlo_module_proto(), 5) for m in modules}
+    except Exception:  # private surface: fall back to module-name matching
+        return None
+    ids.discard(None)
+    return frozenset(ids) or None
+
+
+def _proto_int_field(data: bytes, field: int) -> int | None:
+    """The first varint value of top-level ``field`` in a serialized protobuf."""
+
+    def varint(i: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, i
+
+    i = 0
+    while i < len(data):
+        key, i = varint(i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = varint(i)
+            if number == field:
+                return value
+        elif wire == 2:
+            length, i = varint(i)
+            i += length
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            return None
+    return None
+
+
+# ------------------------------------------------------------------------- trace
+
+
+@dataclasses.dataclass(frozen=True)
+class _Event:
+    """One execution of one kernel in one run."""
+
+    name: str
+    run: Run
+    start_ns: float
+    end_ns: float
+    marker_ns: float | None = None  # start of its "end: <name>" event (CPU)
+
+
+@dataclasses.dataclass
+class _Trace:
+    events: list[_Event]
+    run_end_ns: dict[Run, float]  # from the run's completion event, where known
+    modules_seen: set[str]
+
+
+def _stats(event: Any) -> dict[str, Any]:
+    return dict(event.stats)
+
+
+def _cpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
+    """XLA:CPU (checked on jax 0.10): kernel events on any line of ``/host:CPU``."""
+    raw, markers, waits, seen = [], {}, {}, set()
+    for plane in profile.planes:
+        if not plane.name.startswith("/host:CPU"):
+            continue
+        for line in plane.lines:
+            for ev in line.events:
+                st = _stats(ev)
+                if "hlo_module" in st:
+                    seen.add(st["hlo_module"])
+                    if st["hlo_module"] == module_name and "hlo_op" in st:
+                        raw.append((ev, st))
+                elif ev.name.startswith(_END_PREFIX) and "_c" in st:
+                    markers[st["_c"]] = ev.start_ns
+                elif ev.name == _WAIT_EVENT and "run_id" in st:
+                    waits[st["run_id"]] = ev.start_ns + ev.duration_ns
+    events = [
+        _Event(
+            st["hlo_op"],
+            (st.get("program_id"), st.get("run_id")),
+            ev.start_ns,
+            ev.start_ns + ev.duration_ns,
+            markers.get(st.get("_p")),
+        )
+        for ev, st in raw
+        if program_ids is None or st.get("program_id") in program_ids
+    ]
+    run_end = {e.run: waits[e.run[1]] for e in events if e.run[1] in waits}
+    return _Trace(events, run_end, seen)
+
+
+def _gpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
+    """XLA:GPU, NOT tested here: written against XLA's xplane schema.
+
+    Device kernels sit on ``/device:GPU:<n>`` planes (one line per stream) with
+    stats ``hlo_module``, ``hlo_op`` and ``program_id`` (as the public tune-jax
+    parser reads them); ``run_id`` groups runs where present, else the k-th event
+    of each kernel is taken to belong to run k. Event times are device times, so
+    there is no async correction. One HLO op that launches several device kernels
+    counts them as several calls.
+    """
+    events, seen, count = [], set(), defaultdict(int)
+    for plane in profile.planes:
+        if not plane.name.startswith("/device:GPU:"):
+            continue
+        for line in plane.lines:
+            for ev in line.events:
+                st = _stats(ev)
+                if "hlo_module" not in st:
+                    continue
+                seen.add(st["hlo_module"])
+                if st["hlo_module"] != module_name or (
+                    program_ids is not None and st.get("program_id") not in program_ids
+                ):
+                    continue
+                name = st.get("hlo_op", ev.name)
+                run = st.get("run_id")
+                if run is None:
+                    run, count[name] = count[name], count[name] + 1
+                events.append(_Event(name, (plane.name, run), ev.start_ns, ev.start_ns + ev.duration_ns))
+    return _Trace(events, {}, seen)
+
+
+_TPU_MODULE_RE = re.compile(r"^(.*)\((\d+)\)$")
+
+
+def _tpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
+    """TPU, NOT tested here: written against XLA's xplane schema.
+
+    On ``/device:TPU:<n>`` planes, line ``XLA Modules`` holds one event per program
+    run named ``<module>(<program_id>)``; line ``XLA Ops`` holds one event per
+    kernel, named by the HLO instruction, inside its module event's time span.
+    """
+    events, seen = [], set()
+    for plane in profile.planes:
+        if not plane.name.startswith("/device:TPU:"):
+            continue
+        lines = {line.name: list(line.events) for line in plane.lines}
+        runs = []
+        for ev in lines.get("XLA Modules", []):
+            m = _TPU_MODULE_RE.match(ev.name)
+            name, pid = (m.group(1), int(m.group(2))) if m else (ev.name, None)
+            seen.add(name)
+            if name == module_name and (program_ids is None or pid in program_ids):
+                runs.append((ev.start_ns, ev.start_ns + ev.duration_ns))
+        for ev in lines.get("XLA Ops", []):
+            for start, end in runs:
+                if start <= ev.start_ns <= end:
+                    events.append(
+                        _Event(ev.name, (plane.name, start), ev.start_ns, ev.start_ns + ev.duration_ns)
+                    )
+                    break
+    return _Trace(events, {}, seen)
+
+
+# The one place with backend-specific knowledge: trace reader, and whether kernel
+# events may end before the kernel's work does (async completion).
+_BACKENDS: dict[str, tuple[Callable[..., _Trace], bool]] = {
+    "cpu": (_cpu_events, True),
+    "gpu": (_gpu_events, False),
+    "cuda": (_gpu_events, False),
+    "rocm": (_gpu_events, False),
+    "tpu": (_tpu_events, False),
+}
+
+
+def _backend_spec(backend: str) -> tuple[Callable[..., _Trace], bool]:
+    """(trace reader, async completion possible) for ``backend``."""
+    if backend not in _BACKENDS:
+        raise ValueError(f"no trace reader for backend {backend!r}; known: {sorted(_BACKENDS)}")
+    return _BACKENDS[backend]
+
+
+def _kernel_events(
+    profile: Any, backend: str, module_name: str, program_ids: frozenset[int] | None
+) -> _Trace:
+    """This module's kernel events in ``profile``; raises ValueError if there are none."""
+    trace = _backend_spec(backend)[0](profile, module_name, program_ids)
+    if not trace.events:
+        raise ValueError(
+            f"the trace has no kernel events of module {module_name!r} (program ids "
+            f"{sorted(program_ids) if program_ids else 'unknown'}) on backend {backend!r}; "
+            f"modules seen: {sorted(trace.modules_seen) or 'none'}"
+        )
+    if program_ids is None and len({e.run[0] for e in trace.events}) > 1:
+        raise ValueError(
+            f"several programs named {module_name!r} in the trace and no program id to tell them apart"
+        )
+    return trace
+
+
+# ------------------------------------------------------------------------ labels
+
+
+SYNC, ASYNC, UNKNOWN = "sync", "async", "unknown"
+
+
+def _idle_segments(run_events: list[_Event], containers: frozenset[str]) -> list[tuple[float, float]]:
+    """Gaps in the run during which no (non-container) kernel event was executing;
+    the last one is open-ended."""
+    busy = sorted((e.start_ns, e.end_ns) for e in run_events if e.name not in containers)
+    gaps, reach = [], busy[0][1] if busy else 0.0
+    for start, end in busy[1:]:
+        if start > reach:
+            gaps.append((reach, start))
+        reach = max(reach, end)
+    gaps.append((reach, float("inf")))
+    return gaps
+
+
+def _completion_bound(
+    ev: _Event,
+    run_events: list[_Event],
+    consumers: frozenset[str],
+    containers: frozenset[str],
+    run_end: float,
+) -> float:
+    """Latest time ``ev``'s work can have finished: the first start of a kernel that
+    reads its result, else the end of the enclosing container kernel or of the run."""
+    starts = [e.start_ns for e in run_events if e.name in consumers and e.start_ns > ev.start_ns]
+    if starts:
+        return min(starts)
+    enclosing = [
+        e.end_ns
+        for e in run_events
+        if e.name in containers and e.start_ns <= ev.start_ns and e.end_ns >= ev.end_ns
+    ]
+    return min(enclosing, default=run_end)
+
+
+def _idle_within(lo: float, hi: float, gaps: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of the idle gaps inside [lo, hi], in time order."""
+    return [(max(g0, lo), min(g1, hi)) for g0, g1 in gaps if g1 > lo and g0 < hi]
+
+
+def _event_label(ev: _Event, bound: float, gaps: list[tuple[float, float]]) -> tuple[float, str]:
+    """Label (ns) and kind (SYNC / ASYNC / UNKNOWN) of one kernel call on CPU.
+
+    * SYNC: the end marker sits at the event's end; the label is the event.
+    * ASYNC, shown by idle time: after the event ended and before ``bound`` the run
+      was idle (no kernel event executing) for longer than the event itself and a
+      small slack, i.e. the executor waited for this kernel. Its work ended when the
+      run resumed, at the end of the last idle gap before ``bound``: the label is the
+      elapsed time from the event's start to then (like a synchronous event, it
+      includes whatever ran alongside).
+    * ASYNC, shown only by a late end marker (its work overlapped other kernels,
+      so no idle gap): the label is ``bound`` - start, an upper bound.
+    * UNKNOWN: no marker and no idle evidence; the label is the event.
+    """
+    duration = ev.end_ns - ev.start_ns
+    if ev.marker_ns is not None and ev.marker_ns - ev.end_ns <= _ASYNC_SLACK_NS:
+        return duration, SYNC
+    idle = _idle_within(ev.end_ns, bound, gaps)
+    if sum(hi - lo for lo, hi in idle) > max(duration, _ASYNC_SLACK_NS):
+        return idle[-1][1] - ev.start_ns, ASYNC
+    if ev.marker_ns is not None:
+        return max(duration, bound - ev.start_ns), ASYNC
+    return duration, UNKNOWN
+
+
+def _run_labels(
+    run_events: list[_Event],
+    consumers: Mapping[str, frozenset[str]],
+    containers: frozenset[str],
+    run_end: float,
+    async_completion: bool,
+) -> list[tuple[float, str]]:
+    """(label in ns, kind) per event of one run."""
+    if not async_completion:
+        return [(e.end_ns - e.start_ns, SYNC) for e in run_events]
+    gaps = _idle_segments(run_events, containers)
+    out = []
+    for ev in run_events:
+        if ev.name in containers:
+            out.append((ev.end_ns - ev.start_ns, SYNC))
+            continue
+        bound = _completion_bound(ev, run_events, consumers.get(ev.name, frozenset()), containers, run_end)
+        out.append(_event_label(ev, bound, gaps))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Labels:
+    runtime_ns: dict[str, float]
+    runs_seen: dict[str, int]
+    calls_per_run: dict[str, int]
+    run_span_ns: list[float]
+    async_kernels: list[str]
+
+
+_PerRun = tuple[dict[str, list[tuple[float, bool]]], dict[str, int], list[float], set[str]]
+
+
+def _per_run_per_call(trace: _Trace, hlo_text: str, async_completion: bool) -> _PerRun:
+    """name -> [(time per call, some call unclassified)] per run; calls per run;
+    run spans; names found asynchronous."""
+    consumers, containers = _consumers(hlo_text), _container_names(hlo_text)
+    by_run: dict[Run, list[_Event]] = defaultdict(list)
+    for ev in trace.events:
+        by_run[ev.run].append(ev)
+    per_run: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    calls: dict[str, int] = {}
+    spans: list[float] = []
+    asyncs: set[str] = set()
+    for run, evs in by_run.items():
+        evs.sort(key=lambda e: e.start_ns)
+        run_end = trace.run_end_ns.get(run, max(e.end_ns for e in evs))
+        spans.append(run_end - evs[0].start_ns)
+        total, count, unknown = defaultdict(float), defaultdict(int), defaultdict(bool)
+        labels = _run_labels(evs, consumers, containers, run_end, async_completion)
+        for ev, (label, kind) in zip(evs, labels, strict=True):
+            total[ev.name] += label
+            count[ev.name] += 1
+            unknown[ev.name] |= kind == UNKNOWN
+            if kind == ASYNC:
+                asyncs.add(ev.name)
+        for name in total:
+            per_run[name].append((total[name] / count[name], unknown[name]))
+            calls[name] = max(calls.get(name, 0), count[name])
+    return per_run, calls, spans, asyncs
+
+
+def _labels(trace: _Trace, hlo_text: str, async_completion: bool) -> _Labels:
+    """Per-kernel labels: per run, time per call; then the minimum over runs.
+
+    For a kernel found asynchronous in some run, runs in which a call of it could
+    not be classified (its event may be the launch only) are left out of the minimum
+    unless no other run is left.
+    """
+    per_run, calls, spans, asyncs = _per_run_per_call(trace, hlo_text, async_completion)
+    runtime = {}
+    for name, values in per_run.items():
+        trusted = [t for t, unknown in values if not (unknown and name in asyncs)]
+        runtime[name] = min(trusted or [t for t, _ in values])
+    return _Labels(
+        runtime_ns=runtime,
+        runs_seen={k: len(v) for k, v in per_run.items()},
+        calls_per_run=calls,
+        run_span_ns=spans,
+        async_kernels=sorted(asyncs),
+    )
+
+
+# ----------------------------------------------------------------------- running
+
+
+def _block(out: Any) -> Any:
+    return jax.block_until_ready(out)
+
+
+def wall_time_ns(fn: Callable[..., Any], *args: Any, repeats: int = 5) -> list[float]:
+    """Wall time of ``fn(*args)`` up to ``block_until_ready``, in ns, per run.
+
+    The program's reference time is the minimum. ``fn`` should already be compiled
+    (a jitted function called once, or a ``Compiled``), or the first run includes
+    compilation.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        _block(fn(*args))
+        times.append(float(time.perf_counter_ns() - t0))
+    return times
+
+
+def _traced_profile(
+    compiled: Callable[..., Any], args: Sequence[Any], repeats: int, read: Callable[[Any], _Trace]
+) -> _Trace:
+    """Run ``compiled`` ``repeats`` times under the profiler and read the trace."""
+    with tempfile.TemporaryDirectory(prefix="tpucost-trace-") as tmp:
+        try:
+            jax.profiler.start_trace(tmp)
+        except RuntimeError as err:
+            raise RuntimeError("cannot start the JAX profiler (is another trace active?)") from err
+        try:
+            for _ in range(repeats):
+                _block(compiled(*args))
+        finally:
+            jax.profiler.stop_trace()
+        paths = glob.glob(os.path.join(tmp, "**", "*.xplane.pb"), recursive=True)
+        if not paths:
+            raise ValueError(f"the profiler wrote no .xplane.pb under {tmp}")
+        return read(jax.profiler.ProfileData.from_file(max(paths, key=os.path.getmtime)))
+
+
+def _module_name(compiled: Any, hlo_text: str) -> str:
+    m = re.match(r"\s*HloModule\s+([\w.\-]+)", hlo_text)
+    if m:
+        return m.group(1)
+    return compiled.runtime_executable().hlo_modules()[0].name
+
+
+def _device_kind(compiled: Any) -> str:
+    try:
+        return compiled.runtime_executable().local_devices()[0].device_kind
+    except Exception:
+        return jax.devices()[0].device_kind
+
+
+def measure_kernels(
+    fn: Callable[..., Any],
+    *args: Any,
+    repeats: int = 5,
+    compiler_options: Mapping[str, Any] | None = None,
+    warmup: int = 1,
+) -> Measurement:
+    """Compile ``fn`` for ``args``, run it under the profiler, label its kernels.
+
+    Args:
+        fn: a function of arrays (use ``functools.partial`` for static arguments).
+        *args: example arguments; the program is compiled for their shapes.
+        repeats: traced runs (labels are minima over them); also the number of
+            untraced wall-time runs (at least 5).
+        compiler_options: passed to ``Lowered.compile``, e.g.
+            ``{"xla_disable_hlo_passes": "fusion"}``.
+        warmup: untraced runs before timing.
+
+    Raises:
+        ValueError: bad ``repeats``, or no event of this module in the trace.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    compiled = jax.jit(fn).lower(*args).compile(compiler_options=dict(compiler_options or {}) or None)
+    hlo_text = compiled.as_text()
+    module_name, backend = _module_name(compiled, hlo_text), jax.default_backend()
+    async_completion = _backend_spec(backend)[1]
+    program_ids = _program_ids(compiled)
+    for _ in range(warmup):
+        _block(compiled(*args))
+    wall = wall_time_ns(compiled, *args, repeats=max(repeats, _MIN_WALL_RUNS))
+    kernels = _kernel_names(hlo_text)
+    if kernels:
+        trace = _traced_profile(
+            compiled, args, repeats, lambda p: _kernel_events(p, backend, module_name, program_ids)
+        )
+    else:  # nothing runs (e.g. the identity): nothing to trace
+        trace = _Trace([], {}, set())
+    labels = _labels(trace, hlo_text, async_completion)
+    return Measurement(
+        runtime_ns=labels.runtime_ns,
+        runs_seen=labels.runs_seen,
+        calls_per_run=labels.calls_per_run,
+        wall_ns_per_run=wall,
+        run_span_ns=labels.run_span_ns,
+        hlo_text=hlo_text,
+        missing=[k for k in kernels if k not in labels.runtime_ns],
+        nested=_nested_names(hlo_text, set(kernels) | set(labels.runtime_ns)),
+        async_kernels=labels.async_kernels,
+        module_name=module_name,
+        backend=backend,
+        device_kind=_device_kind(compiled),
+    )
