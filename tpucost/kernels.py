@@ -1,0 +1,200 @@
+"""Cut an optimized HLO module into kernels, the unit the cost model predicts.
+
+After XLA's fusion passes, each instruction of the entry computation (and of the loop bodies and
+branches it runs) that does work is one *kernel*: a ``fusion`` of several ops, or a lone op such
+as ``convolution``, ``dot``, ``copy``, ``sort`` or ``custom-call``. The device runs them one at a
+time, so a program's runtime is (about) the sum of its kernels' runtimes.
+
+A `Kernel` is a small directed graph:
+
+* for a fusion, the instructions of its fused computation;
+* for a lone op, the op itself plus one ``parameter`` node per operand.
+
+Kernel inputs are ``parameter`` nodes; edges go from producer to consumer; ``outputs`` lists the
+nodes whose value leaves the kernel (the root, or the operands of a root ``tuple`` for a
+multi-output fusion). The kernel keeps the HLO instruction's name, which is the name the profiler
+reports, so measured runtimes can be joined to kernels.
+
+Instructions that do no work of their own are not kernels (``parameter``, ``constant``,
+``tuple``, ``get-tuple-element``, ``bitcast``, ``after-all``, the ``*-done`` halves of async
+pairs, ...). Control flow (``while``, ``conditional``, ``call``) is not a kernel either: the
+kernels are the ones inside the bodies it runs, found recursively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from tpucost.hlo import Computation, Instruction, Module
+
+__all__ = ["NOT_KERNELS", "CONTROL_FLOW", "Kernel", "decompose", "kernel_of_instruction"]
+
+#: Opcodes that never run as a kernel: they only name, group or alias values.
+NOT_KERNELS = frozenset(
+    """parameter constant tuple get-tuple-element bitcast after-all add-dependency opt-barrier
+    partition-id replica-id domain get-dimension-size async-update async-done all-reduce-done
+    all-gather-done collective-permute-done copy-done send-done recv-done""".split()
+)
+#: Opcodes whose called computations hold further kernels.
+CONTROL_FLOW = frozenset({"while", "conditional", "call"})
+
+
+@dataclass
+class Kernel:
+    """One kernel: a named graph of HLO ops.
+
+    Attributes:
+      name: the HLO instruction name (``fusion.3``, ``convolution.1``): what the profiler reports.
+      opcode: the instruction's opcode (``fusion`` for fused kernels).
+      kind: the fusion kind (``kLoop``, ``kInput``, ``kOutput``, ``kCustom``; on XLA:CPU a
+        YNNPACK fusion is ``kCustom`` with ``__ynn_fusion`` in its backend config), else the opcode.
+      computation: the computation the instruction lives in (``main.5``, a loop body, ...).
+      nodes: the ops of the kernel, inputs first as ``parameter`` nodes.
+      edges: ``(producer, consumer)`` pairs of node indices, one per operand use.
+      outputs: indices of the nodes whose values leave the kernel.
+      instruction: the kernel's own instruction in `computation`.
+      calls_per_run: how often one program run executes the kernel: the product of the known
+        trip counts of the loops around it (1 outside loops; 1 when a trip count is unknown).
+    """
+
+    name: str
+    opcode: str
+    kind: str
+    computation: str
+    nodes: list[Instruction]
+    edges: list[tuple[int, int]]
+    outputs: list[int]
+    instruction: Instruction
+    calls_per_run: int = 1
+    backend_config: object = field(default=None, repr=False)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.edges)
+
+    @property
+    def num_inputs(self) -> int:
+        return sum(1 for n in self.nodes if n.opcode == "parameter")
+
+    def opcode_counts(self) -> dict[str, int]:
+        """How many nodes of each opcode the kernel has."""
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.opcode] = counts.get(node.opcode, 0) + 1
+        return counts
+
+
+def decompose(module: Module) -> list[Kernel]:
+    """All kernels a run of `module` executes, in execution (file) order.
+
+    Walks the entry computation and, recursively, the bodies, conditions and branches of its
+    ``while``/``conditional``/``call`` instructions. Each kernel instruction appears once, even if
+    a loop runs it many times (see `Kernel.calls_per_run`).
+    """
+    return list(_walk(module, module.entry, calls_per_run=1, seen=set()))
+
+
+def _walk(module: Module, comp: Computation, calls_per_run: int, seen: set[str]) -> Iterator[Kernel]:
+    if comp.name in seen:  # a computation called from two places is one set of kernels
+        return
+    seen.add(comp.name)
+    by_name = {i.name: i for i in comp.instructions}
+    for inst in comp.instructions:
+        if inst.opcode in CONTROL_FLOW:
+            trips = _trip_count(inst) if inst.opcode == "while" else 1
+            for callee in inst.called_computations:
+                if callee in module.computations:
+                    yield from _walk(module, module.computations[callee], calls_per_run * trips, seen)
+        elif inst.opcode not in NOT_KERNELS:
+            kernel = kernel_of_instruction(module, comp, inst, by_name)
+            kernel.calls_per_run = calls_per_run
+            yield kernel
+
+
+def _trip_count(inst: Instruction) -> int:
+    """The loop's known trip count from its backend config (XLA writes it after analysis), else 1."""
+    config = inst.attributes.get("backend_config")
+    if isinstance(config, dict):
+        try:
+            return max(1, int(config["known_trip_count"]["n"]))
+        except (KeyError, TypeError, ValueError):
+            pass
+    return 1
+
+
+def kernel_of_instruction(
+    module: Module, comp: Computation, inst: Instruction, by_name: dict[str, Instruction] | None = None
+) -> Kernel:
+    """The kernel graph of one kernel instruction (a fusion or a lone op) of computation `comp`."""
+    body = _fused_body(module, inst)
+    if body is not None:
+        nodes = list(body.instructions)
+        root = body.root
+    else:
+        by_name = by_name if by_name is not None else {i.name: i for i in comp.instructions}
+        nodes = _operand_parameters(by_name, inst) + [inst]
+        root = inst
+    index = {n.name: i for i, n in enumerate(nodes)}
+    if body is None:  # the lone op reads its operands through the parameter nodes
+        edges = [(i, len(nodes) - 1) for i in range(len(nodes) - 1)]
+    else:
+        edges = [(index[op], index[n.name]) for n in nodes for op in n.operands if op in index]
+    outputs = [index[root.name]]
+    if root.opcode == "tuple":
+        outputs += [index[op] for op in root.operands if op in index]
+    config = inst.attributes.get("backend_config")
+    return Kernel(
+        name=inst.name,
+        opcode=inst.opcode,
+        kind=_kind(inst),
+        computation=comp.name,
+        nodes=nodes,
+        edges=edges,
+        outputs=sorted(set(outputs)),
+        instruction=inst,
+        backend_config=config,
+    )
+
+
+def _fused_body(module: Module, inst: Instruction) -> Computation | None:
+    """The computation whose ops make up the kernel: a fusion's, or an async op's wrapped one."""
+    if inst.opcode in ("fusion", "async-start"):
+        callee = inst.attributes.get("calls")
+        if isinstance(callee, tuple):
+            callee = callee[0] if callee else None
+        if callee in module.computations:
+            return module.computations[callee]
+    return None
+
+
+def _operand_parameters(by_name: dict[str, Instruction], inst: Instruction) -> list[Instruction]:
+    """One ``parameter`` node per operand of a lone op, with the operand's shape."""
+    params = []
+    for number, operand in enumerate(inst.operands):
+        source = by_name.get(operand)
+        shape = source.shape if source is not None else inst.shape
+        params.append(
+            Instruction(
+                name=f"{inst.name}.param_{number}",
+                opcode="parameter",
+                shape=shape,
+                attributes={"parameter_number": number},
+            )
+        )
+    return params
+
+
+def _kind(inst: Instruction) -> str:
+    if inst.opcode != "fusion":
+        return inst.opcode
+    config = inst.attributes.get("backend_config")
+    if isinstance(config, dict):
+        fusion_config = config.get("fusion_config")
+        if isinstance(fusion_config, dict) and fusion_config.get("kind"):
+            return str(fusion_config["kind"])  # e.g. __ynn_fusion, __triton_gemm
+    return str(inst.attributes.get("kind", "fusion"))
