@@ -25,18 +25,16 @@ special = json.loads(sys.argv[1])
 def spell(op):
     k = str(op).split(".")[-1]
     return special.get(k) or re.sub(r"(?<!^)([A-Z])", r"-\1", k[1:]).lower()
-out = []
 for text in json.load(sys.stdin):
     try:
         m = _hlo.hlo_module_from_text(text)
     except Exception as e:
-        out.append({"error": str(e)[:500]})
+        print(json.dumps({"error": str(e)[:500]}), flush=True)
         continue
     comps = {}
     for c in m.computations():
         comps[c.name] = {i.name: [spell(i.opcode), [o.name for o in i.operands()]] for i in c.instructions()}
-    out.append({"name": m.name, "computations": comps})
-print(json.dumps(out))
+    print(json.dumps({"name": m.name, "computations": comps}), flush=True)
 """
 
 
@@ -48,21 +46,27 @@ def available() -> bool:
     return hasattr(_hlo, "hlo_module_from_text")
 
 
-def xla_parse(texts: list[str], timeout: float = 300) -> list[dict] | None:
+def xla_parse(texts: list[str], timeout: float = 300) -> list[dict]:
     """Parse each text with XLA; per text a dict {name, computations} or {error}.
 
-    Returns None when the child process crashed (XLA aborts on some inputs).
+    The child prints one JSON line per text; when XLA aborts the process on a text, that text
+    is recorded as {"error": "XLA crashed"} and a new child carries on with the next one.
     """
-    proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps(_SPECIAL_SPELLINGS)],
-        input=json.dumps(texts),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        return None
-    return json.loads(proc.stdout)
+    results: list[dict] = []
+    while len(results) < len(texts):
+        rest = texts[len(results) :]
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps(_SPECIAL_SPELLINGS)],
+            input=json.dumps(rest),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+        results.extend(lines)
+        if proc.returncode != 0 and len(results) < len(texts):
+            results.append({"error": "XLA crashed"})
+    return results
 
 
 def opcode_spelling(enum_name: str) -> str:

@@ -551,10 +551,13 @@ class _Parser:
     def instruction_rhs(self, name: str, is_root: bool, line: int) -> Instruction:
         """``shape opcode(operands), attributes`` (an omitted shape is allowed, as in XLA)."""
         shape = self.shape() if self.looks_like_shape() else None
+        self.skip()
         op_start = self.pos
         opcode = self.match(_OPCODE, "an opcode").group(0)
         attributes: dict[str, Any] = {}
         if opcode not in _OPCODE_SET:
+            if shape is None and self.text.startswith("[", self.pos):
+                raise self.error(f"unknown element type {opcode!r}", op_start)
             opcode = _async_opcode(self, opcode, op_start, attributes)
         self.expect("(", f"'(' after opcode {opcode!r}")
         operands: list[str] = []
