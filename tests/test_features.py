@@ -3,7 +3,6 @@ padded batches."""
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from pathlib import Path
@@ -13,6 +12,7 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 import pytest
+from conftest import CORPUS, corpus_rows
 
 import tpucost.features as features
 from tpucost.features import (
@@ -34,7 +34,6 @@ from tpucost.features import (
 from tpucost.hlo import OPCODES, parse_module, split_modules
 from tpucost.kernels import Kernel, decompose
 
-CORPUS = Path("/work/shared/hlo-corpus")
 F = NUM_NODE_FEATURES
 
 
@@ -114,17 +113,14 @@ ENTRY %main (a: f32[2,3]) -> f32[2,3] {{
 
 def _corpus_files() -> list[Path]:
     """A few valid corpus files: the smallest holding each op of interest, plus two real models."""
-    manifest = CORPUS / "MANIFEST.tsv"
-    if not manifest.is_file():
-        return []
-    with manifest.open() as fh:
-        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["expected"] == "valid"]
+    rows = [r for r in corpus_rows() if r["expected"] == "valid"]
     by_size = [CORPUS / r["file"] for r in sorted(rows, key=lambda r: (int(r["bytes"]), r["file"]))]
+    texts = {p: p.read_text() for p in by_size if p.is_file()}
     chosen: set[Path] = set()
     for op in ("convolution(", "dot(", "reduce-window(", " pad(", " slice(", "transpose(", "while(", ":T("):
-        chosen.update([p for p in by_size if p.is_file() and op in p.read_text()][:2])
+        chosen.update([p for p, text in texts.items() if op in text][:2])
     for name in ("resnet50_keras_jax_f32.hlo", "benchmarking__mobilenet_v2.hlo"):
-        chosen.update(p for p in by_size if p.name.endswith(name) and p.is_file())
+        chosen.update(p for p in texts if p.name.endswith(name))
     return sorted(chosen)
 
 
@@ -370,7 +366,9 @@ def test_to_graphs_tuple_counts(graphs):
     assert (graph_of_node[gt.senders] == graph_of_edge).all()
     assert (graph_of_node[gt.receivers] == graph_of_edge).all()
     second = int(gt.n_node[0])
-    np.testing.assert_array_equal(gt.senders[gt.n_edge[0] :][: graphs[1].num_edges], graphs[1].senders + second)
+    np.testing.assert_array_equal(
+        gt.senders[gt.n_edge[0] :][: graphs[1].num_edges], graphs[1].senders + second
+    )
     zeros = to_graphs_tuple(graphs)
     assert zeros.globals.shape == (len(graphs), 1) and not zeros.globals.any()
     with pytest.raises(ValueError, match="targets"):
@@ -438,7 +436,9 @@ def test_batches_cover_every_graph_once(graphs):
         _check_padding(padded, graph_mask, node_mask, int(graph_mask.sum()), int(node_mask.sum()))
         seen += padded.globals[graph_mask, 0].tolist()
     assert sorted(seen) == targets.tolist()
-    again = [p.globals[m, 0].tolist() for p, m, _ in batches(graphs, targets, 2, rng=np.random.default_rng(0))]
+    again = [
+        p.globals[m, 0].tolist() for p, m, _ in batches(graphs, targets, 2, rng=np.random.default_rng(0))
+    ]
     assert again == [p.globals[m, 0].tolist() for p, m, _ in out]
     ordered = [p.globals[m, 0].tolist() for p, m, _ in batches(graphs, targets, 2)]
     assert sum(ordered, []) == targets.tolist()

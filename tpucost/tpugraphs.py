@@ -1,0 +1,193 @@
+"""Read the "tile" collection of the public TpuGraphs data set (Google, 2023).
+
+TpuGraphs' tile collection holds one ``.npz`` file per TPU v3 kernel, with the measured runtimes
+of many tile sizes of that kernel:
+
+==============================  ==============  =========================================================
+field                           shape, dtype    meaning
+==============================  ==============  =========================================================
+``node_feat``                   (n, 140) float  TpuGraphs' own per-node features
+``node_opcode``                 (n,) int        TpuGraphs' own opcode ids
+``edge_index``                  (m, 2) int      ``[u, v]``: node u consumes node v's output
+``config_feat``                 (c, 24) float   features of each tile-size configuration
+``config_runtime``              (c,) int        runtime of each configuration, in ns
+``config_runtime_normalizers``  (c,) int        runtime of the default tile size (to normalize)
+==============================  ==============  =========================================================
+
+`read_tile_npz` returns a `TileKernel` whose ``graph`` is a `tpucost.features.KernelGraph` with
+edges turned around to tpucost's producer -> consumer direction (sender v, receiver u).
+
+Note: TpuGraphs' 140 node features and its opcode ids are *not* tpucost's feature layout
+(`tpucost.features.NODE_FEATURE_NAMES`) or opcode vocabulary (`tpucost.features.OPCODE_VOCAB`).
+The two kinds of `KernelGraph` fit the same model code, but a model must be trained and used on
+one or the other, never a mix.
+
+Files are loaded with ``allow_pickle=False``; malformed files raise `ValueError` naming the file
+and the field.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from tpucost.features import KernelGraph
+
+__all__ = [
+    "NUM_TILE_NODE_FEATURES",
+    "NUM_TILE_CONFIG_FEATURES",
+    "TILE_FIELDS",
+    "TileKernel",
+    "read_tile_npz",
+    "read_tile_dir",
+]
+
+#: Width of ``node_feat`` in the published files.
+NUM_TILE_NODE_FEATURES = 140
+#: Width of ``config_feat`` in the published files.
+NUM_TILE_CONFIG_FEATURES = 24
+
+# field -> (allowed dtype kinds, ndim, fixed width of axis 1 or None)
+_SPEC: dict[str, tuple[str, int, int | None]] = {
+    "node_feat": ("f", 2, NUM_TILE_NODE_FEATURES),
+    "node_opcode": ("iu", 1, None),
+    "edge_index": ("iu", 2, 2),
+    "config_feat": ("f", 2, NUM_TILE_CONFIG_FEATURES),
+    "config_runtime": ("iu", 1, None),
+    "config_runtime_normalizers": ("iuf", 1, None),
+}
+#: The fields every tile file must hold.
+TILE_FIELDS: tuple[str, ...] = tuple(_SPEC)
+
+
+class TileKernel(NamedTuple):
+    """One kernel of the TpuGraphs tile collection (``n`` nodes, ``m`` edges, ``c`` configs).
+
+    Attributes:
+      name: the file's stem (TpuGraphs' tile id).
+      graph: the kernel graph: ``opcodes`` int32[n] (TpuGraphs' ids), ``node_features``
+        float32[n, 140] (TpuGraphs' features), ``senders``/``receivers`` int32[m]
+        (producer -> consumer), ``kind = "tpugraphs-tile"``.
+      tile_configs: float32[c, 24], the features of each tile-size configuration.
+      runtimes_ns: int64[c], measured runtime of each configuration.
+      normalizers: the runtime of the default tile size per configuration, shape [c]
+        (as stored: int64 in the published files).
+    """
+
+    name: str
+    graph: KernelGraph
+    tile_configs: np.ndarray
+    runtimes_ns: np.ndarray
+    normalizers: np.ndarray
+
+    @property
+    def num_configs(self) -> int:
+        return int(self.runtimes_ns.shape[0])
+
+
+def _bad(path: Path, field: str, message: str) -> ValueError:
+    return ValueError(f"{path}: field {field!r}: {message}")
+
+
+def _load_field(path: Path, data: np.lib.npyio.NpzFile, field: str) -> np.ndarray:
+    """One field, checked for presence, dtype kind, rank and width."""
+    if field not in data.files:
+        raise _bad(path, field, f"missing (the file has {sorted(data.files)})")
+    try:
+        array = data[field]
+    except ValueError as exc:  # an object array, refused by allow_pickle=False
+        raise _bad(path, field, f"cannot be loaded without pickle ({exc})") from exc
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise _bad(path, field, f"unreadable ({exc})") from exc
+    kinds, ndim, width = _SPEC[field]
+    if array.dtype.kind not in kinds:
+        raise _bad(path, field, f"dtype {array.dtype} is not one of the kinds {kinds!r}")
+    if array.ndim != ndim:
+        raise _bad(path, field, f"expected {ndim} dimensions, got shape {array.shape}")
+    if width is not None and array.shape[1] != width:
+        raise _bad(path, field, f"expected {width} columns, got shape {array.shape}")
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise _bad(path, field, "holds NaN or infinite values")
+    return array
+
+
+def _check_lengths(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    n = arrays["node_feat"].shape[0]
+    c = arrays["config_feat"].shape[0]
+    if n == 0:
+        raise _bad(path, "node_feat", "has no nodes")
+    if arrays["node_opcode"].shape[0] != n:
+        raise _bad(path, "node_opcode", f"length {arrays['node_opcode'].shape[0]} != {n} nodes of node_feat")
+    for field in ("config_runtime", "config_runtime_normalizers"):
+        if arrays[field].shape[0] != c:
+            raise _bad(path, field, f"length {arrays[field].shape[0]} != {c} configs of config_feat")
+    opcodes = arrays["node_opcode"]
+    if opcodes.min() < 0 or opcodes.max() > np.iinfo(np.int32).max:
+        raise _bad(path, "node_opcode", f"opcode ids out of range: min {opcodes.min()}, max {opcodes.max()}")
+    edges = arrays["edge_index"]
+    if edges.size and (edges.min() < 0 or edges.max() >= n):
+        raise _bad(
+            path, "edge_index", f"node index out of range [0, {n}): min {edges.min()}, max {edges.max()}"
+        )
+    if (arrays["config_runtime"] < 0).any():
+        raise _bad(path, "config_runtime", "holds negative runtimes")
+    if (arrays["config_runtime_normalizers"] < 0).any():
+        raise _bad(path, "config_runtime_normalizers", "holds negative runtimes")
+
+
+def read_tile_npz(path: str | Path) -> TileKernel:
+    """Read and validate one tile file of TpuGraphs.
+
+    Raises:
+      FileNotFoundError: there is no file at `path`.
+      ValueError: the file is not an npz archive, or a field is missing, of the wrong dtype
+        kind or shape, stored as a pickled object array, or inconsistent with the others
+        (lengths, edge indices outside ``[0, n)``); the message names the file and the field.
+    """
+    path = Path(path)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise ValueError(f"{path}: not a readable npz file ({exc})") from exc
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path}: not an npz archive (np.load gave {type(data).__name__})")
+    with data:
+        arrays = {field: _load_field(path, data, field) for field in TILE_FIELDS}
+    _check_lengths(path, arrays)
+    edges = arrays["edge_index"].astype(np.int32)
+    graph = KernelGraph(
+        opcodes=arrays["node_opcode"].astype(np.int32),
+        node_features=arrays["node_feat"].astype(np.float32),
+        senders=edges[:, 1].copy(),  # v: the producer
+        receivers=edges[:, 0].copy(),  # u: the consumer
+        name=path.stem,
+        kind="tpugraphs-tile",
+    )
+    return TileKernel(
+        name=path.stem,
+        graph=graph,
+        tile_configs=arrays["config_feat"].astype(np.float32),
+        runtimes_ns=arrays["config_runtime"].astype(np.int64),
+        normalizers=arrays["config_runtime_normalizers"],
+    )
+
+
+def read_tile_dir(directory: str | Path, limit: int | None = None) -> Iterator[TileKernel]:
+    """The tile files of `directory` (``*.npz``, sorted by name), at most `limit` of them.
+
+    Raises:
+      NotADirectoryError: `directory` is not a directory.
+      ValueError: a file is malformed (see `read_tile_npz`).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise NotADirectoryError(f"{directory} is not a directory")
+    files = sorted(directory.glob("*.npz"))
+    for path in files if limit is None else files[:limit]:
+        yield read_tile_npz(path)
