@@ -5,11 +5,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
+import xla_reference
+from conftest import CORPUS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import xla_reference
-from conftest import CORPUS
 from tpucost import hlo
 
 SMALL = """HloModule m, entry_computation_layout={(f32[2,3]{1,0})->f32[3]{0}}

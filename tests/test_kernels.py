@@ -9,8 +9,8 @@ import sys
 import jax
 import jax.numpy as jnp
 import pytest
-
 from conftest import CORPUS
+
 from tpucost import hlo, kernels
 from tpucost.cli import main
 

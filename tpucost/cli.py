@@ -2,6 +2,10 @@
 
 Commands:
   hlo FILE [--json]   parse one HLO text file and list its kernels
+  collect --out DIR [--programs N] [--seed S] [--shard I/N] [--resume] [--repeats R]
+                      measure corpus programs into a kernel data set (tpucost.collect)
+  data merge --out DIR PART_DIR...   deduplicate several collect folders into one data set
+  data stats [DIR] [--json]          summary of a data set (default: the bundled one)
 """
 
 from __future__ import annotations
@@ -55,6 +59,93 @@ def cmd_hlo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> ``(I, N)``."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected I/N, e.g. 0/2, got {text!r}") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"need 0 <= I < N, got {text!r}")
+    return i, n
+
+
+def _names(text: str) -> list[str]:
+    return [x for x in text.split(",") if x]
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from tpucost import collect
+
+    try:
+        summary = collect.collect(
+            args.out, args.programs, args.seed, shard=args.shard, resume=args.resume, repeats=args.repeats,
+            configurations=args.configs, progress=not args.no_progress, families=args.families,
+            do_finalize=not args.no_finalize,
+        )
+    except FileExistsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary))
+    return 0
+
+
+def cmd_data_merge(args: argparse.Namespace) -> int:
+    from tpucost import collect
+
+    ds = collect.merge(args.parts, args.out)
+    print(f"{args.out}: {len(ds)} kernels from {len(args.parts)} folders")
+    return 0
+
+
+def _print_stats(s: dict) -> None:
+    print(f"{s['kernels']} kernels ({s['occurrences']} occurrences) from {s['programs']} programs")
+    print("families:       " + ", ".join(f"{k} {v}" for k, v in s["families"].items()))
+    print("configurations: " + ", ".join(f"{k} {v}" for k, v in s["configurations"].items()))
+    q = s["runtime_ns_quantiles"]
+    print("runtime ns:     " + ", ".join(f"q{k} {v:.4g}" for k, v in q.items() if v is not None))
+    print(f"noise:          median rel {s['noise_median_rel']}, p90 rel {s['noise_p90_rel']}")
+
+
+def cmd_data_stats(args: argparse.Namespace) -> int:
+    from tpucost import data
+
+    try:
+        s = data.stats(data.load_kernel_dataset(args.dir))
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(s, indent=1))
+    else:
+        _print_stats(s)
+    return 0
+
+
+def _add_data_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("collect", help="measure corpus programs into a kernel data set")
+    p.add_argument("--out", required=True, help="output folder (parts/, log.jsonl, shards)")
+    p.add_argument("--programs", type=int, default=39, help="number of corpus programs (default 39)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shard", type=_shard, default=(0, 1), help="I/N: programs with index %% N == I")
+    p.add_argument("--resume", action="store_true", help="skip what log.jsonl reports done")
+    p.add_argument("--repeats", type=int, default=5, help="traced runs per program (label = min)")
+    p.add_argument("--families", type=_names, default=None, help="comma-separated families only")
+    p.add_argument("--configs", type=_names, default=None, help="comma-separated configurations only")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-finalize", action="store_true", help="write parts only (merge them later)")
+    p.set_defaults(func=cmd_collect)
+    d = sub.add_parser("data", help="kernel data set tools").add_subparsers(dest="data_command", required=True)
+    p = d.add_parser("merge", help="deduplicate collect folders into one data set")
+    p.add_argument("--out", required=True)
+    p.add_argument("parts", nargs="+", metavar="PART_DIR")
+    p.set_defaults(func=cmd_data_merge)
+    p = d.add_parser("stats", help="summary of a data set")
+    p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled data/kernels_cpu)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_data_stats)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tpucost", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -62,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="HLO text, e.g. from jax.jit(f).lower(x).compile().as_text()")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_hlo)
+    _add_data_commands(sub)
     return parser
 
 

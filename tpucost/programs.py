@@ -13,8 +13,11 @@ in three *forms*:
 
 Programs are plain ``jax.numpy``/``lax`` over explicit parameter pytrees (dicts of arrays): that
 compiles fastest and keeps the HLO easy to read. They contain no backend-specific code, so they
-run on CPU, GPU and TPU; bf16 works on CPU too. Every program is small enough for a 2-core CPU
-(tensors of 1e3..1e6 elements, compile well under 1.5 s, a run of a few ms).
+run on CPU, GPU and TPU; bf16 works on CPU too. Every program is small enough for a 2-core CPU:
+tensors of 1e3..1e6 elements; on the 2-core machine (seed 0, default configuration) compiling took
+0.55 s median and 2.1 s at most (CPU time; the slowest are bf16 grad/train_step programs of the
+attention and convolution families, where XLA:CPU wraps most ops in f32 converts), and a run took
+0.7 ms median and 19 ms at most.
 
 Families (``FAMILIES``)
     ``mlp``                    dense layers with a random activation, softmax cross-entropy loss.
@@ -33,40 +36,42 @@ Families (``FAMILIES``)
 
 Configurations (``CONFIGURATIONS``)
     A :class:`CompileConfig` holds XLA compile options and program-level choices (``Variant``).
-    Verified on a 2-core x86 CPU with jax/jaxlib 0.10.2 by counting kernels (ops of the optimized
-    entry computation and of loop bodies that are not parameter/constant/tuple/get-tuple-element/
-    bitcast; ``count_kernels``) for the first 39 programs of ``generate_programs(39, seed=0)``
-    (all 13 families x 3 forms); ``python -m tpucost.programs`` reruns the check. Each line:
-    programs whose compiled HLO differed from ``default``, and total kernels (default: 1215).
+    Checked on a 2-core x86 CPU, jax/jaxlib 0.10.2, with ``python -m tpucost.programs`` (the
+    first 39 programs of seed 0: 13 families x 3 forms). A configuration *changes* a program when
+    its multiset of kernels (``kernel_signatures``: shape, opcode or fusion kind and the ops
+    inside) differs from the default's. Per line: programs changed / programs it applies to,
+    programs whose kernel *count* changed, and total kernels default -> configuration.
 
-    ``default``          XLA's own choice. On CPU most dots, elementwise ops and reductions become
-                         YNNPACK fusions (``__ynn_fusion``); the rest are XLA loop fusions.
-    ``no_fusion``        ``xla_disable_hlo_passes=fusion``: XLA's loop fusion off (YNNPACK fusions
-                         stay). 39/39 changed, 1881 kernels.
-    ``no_library_fusion`` YNNPACK/XNNPACK fusion types emptied: dots run alone (Eigen), everything
-                         else is fused by XLA's loop fusion. 39/39 changed, 1771 kernels.
-    ``no_fusion_at_all`` both of the above: nearly one kernel per HLO op. 39/39 changed, 3220 kernels.
-    ``ynn_dot_only``     YNNPACK fuses dots with their elementwise neighbours only
-                         (``LIBRARY_FUSION_TYPE_DOT``). 39/39 changed, 1435 kernels.
-    ``ynn_individual_dot`` YNNPACK runs single dots, XLA fuses the rest (``..._INDIVIDUAL_DOT``).
-                         39/39 changed, 1744 kernels.
-    ``remat_nothing``    grad/train_step forms only: the loss is wrapped in ``jax.checkpoint`` with
-                         ``nothing_saveable`` (the forward pass is recomputed in the backward pass).
-                         26/26 changed, 1033 -> 1137 kernels.
-    ``remat_dots``       grad/train_step forms only: ``jax.checkpoint`` with ``dots_saveable``.
-                         26/26 changed, 1033 -> 1122 kernels.
-    ``scan_unroll``      lstm/gru only: ``lax.scan(unroll=4)``; the loop body holds 4 steps.
-                         6/6 changed, 78 -> 206 kernels.
+    ``default``            XLA's own choice. On CPU, dots with their elementwise neighbours and
+                           many reductions become YNNPACK fusions (``__ynn_fusion``, kind kCustom);
+                           the rest are XLA loop fusions; convolutions run alone.
+    ``no_fusion``          ``xla_disable_hlo_passes=fusion``: XLA's loop fusion off, YNNPACK
+                           fusions kept. 39/39 changed, 39 counts, 2741 -> 8895 kernels.
+    ``no_library_fusion``  YNNPACK/XNNPACK fusion types emptied: dots run alone (Eigen) and XLA
+                           fuses the elementwise ops. 38/39 changed (unet forward has no dot),
+                           21 counts, 2741 -> 2631.
+    ``no_fusion_at_all``   both: about one kernel per HLO op. 39/39, 39 counts, 2741 -> 9215.
+    ``ynn_dot_only``       ``xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_DOT``: YNNPACK
+                           fuses dots only, no elementwise/reduce fusions. 34/39, 29 counts, 2741 -> 2581.
+    ``remat_nothing``      train_step only: the loss under ``jax.checkpoint(policy=nothing_saveable)``,
+                           so the forward pass runs twice. 13/13, 12 counts, 1427 -> 1550.
+                           (On grad forms it only moved a constant: the forward pass is dead code.)
+    ``remat_dots``         grad and train_step: ``jax.checkpoint(policy=dots_saveable)``: elementwise
+                           results are recomputed in the backward pass. 26/26, 22 counts, 2454 -> 2677.
+    ``scan_unroll``        lstm/gru only: ``lax.scan(unroll=4)``. 6/6, 6 counts, 397 -> 720.
 
-    Tried and dropped (compiled HLO identical to ``default`` on every program tested):
+    Tried and dropped. Identical optimized HLO on a dense + softmax + conv test program:
     ``xla_cpu_enable_fast_math``, ``xla_backend_optimization_level=0``, ``xla_cpu_use_xnnpack=False``,
     ``xla_cpu_use_fusion_emitters=False``, ``xla_cpu_max_isa=SSE4_2``,
     ``xla_cpu_parallel_codegen_split_count=1``, ``xla_cpu_prefer_vector_width=128``,
-    ``xla_cpu_experimental_xnn_fusion_type`` alone (YNNPACK takes precedence),
-    ``xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE`` alone and
-    ``lax.optimization_barrier``. ``xla_cpu_use_thunk_runtime`` no longer exists.
-    The ``xla_cpu_*`` options are accepted but ignored by GPU/TPU compilers, so those
-    configurations are listed as CPU-only (:func:`applicable_configurations`).
+    ``xla_cpu_experimental_xnn_fusion_type`` alone, ``..._ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE``
+    alone (``DOT,ELTWISE,REDUCE`` is the default), ``xla_disable_hlo_passes=cpu-instruction-fusion``.
+    ``..._ynn_fusion_type=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT`` cut programs exactly like
+    ``no_library_fusion`` (only the dot's library differed). ``xla_cpu_use_thunk_runtime`` no longer
+    exists (INVALID_ARGUMENT: No such compile option); enum options take full names
+    (``LIBRARY_FUSION_TYPE_DOT``, not ``dot``). ``lax.optimization_barrier`` changes nothing
+    (shared notes). The compile options were checked on XLA:CPU only (GPU's fusion pass has another
+    name), so those configurations are CPU-only in :func:`applicable_configurations`.
 
 Example::
 
@@ -80,7 +85,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import re
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -90,6 +94,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
+
+from tpucost.hlo import parse_module
+from tpucost.kernels import Kernel, decompose
 
 PyTree = Any
 Batch = dict[str, jax.Array]
@@ -334,9 +341,14 @@ def mlp(rng: np.random.Generator) -> Model:
         "dtype": _dtype(rng),
     }
     dims = [hp["in_dim"]] + [hp["width"]] * hp["depth"] + [hp["classes"]]
-    params = {f"dense{i}": _dense_init(rng, a, b, hp["dtype"]) for i, (a, b) in enumerate(zip(dims, dims[1:]))}
-    batch = {"x": _normal(rng, (hp["batch"], hp["in_dim"]), hp["dtype"]),
-             "labels": _labels(rng, (hp["batch"],), hp["classes"])}
+    params = {
+        f"dense{i}": _dense_init(rng, a, b, hp["dtype"])
+        for i, (a, b) in enumerate(zip(dims, dims[1:], strict=False))
+    }
+    batch = {
+        "x": _normal(rng, (hp["batch"], hp["in_dim"]), hp["dtype"]),
+        "labels": _labels(rng, (hp["batch"],), hp["classes"]),
+    }
 
     def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
         x = b["x"]
@@ -364,8 +376,10 @@ def cnn(rng: np.random.Generator) -> Model:
     for i in range(hp["blocks"]):
         params[f"conv{i}"] = _conv_init(rng, hp["kernel"], 3 if i == 0 else c, c, dt)
         params[f"bn{i}"] = _norm_init(c, dt)
-    batch = {"x": _normal(rng, (hp["batch"], hp["size"], hp["size"], 3), dt),
-             "labels": _labels(rng, (hp["batch"],), hp["classes"])}
+    batch = {
+        "x": _normal(rng, (hp["batch"], hp["size"], hp["size"], 3), dt),
+        "labels": _labels(rng, (hp["batch"],), hp["classes"]),
+    }
 
     def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
         x = b["x"]
@@ -391,15 +405,19 @@ def resnet_block(rng: np.random.Generator) -> Model:
     for i in range(hp["blocks"]):
         c_out = 2 * c if (hp["downsample"] and i == 0) else c
         params[f"block{i}"] = {
-            "conv1": _conv_init(rng, 3, c, c_out, dt), "bn1": _norm_init(c_out, dt),
-            "conv2": _conv_init(rng, 3, c_out, c_out, dt), "bn2": _norm_init(c_out, dt),
+            "conv1": _conv_init(rng, 3, c, c_out, dt),
+            "bn1": _norm_init(c_out, dt),
+            "conv2": _conv_init(rng, 3, c_out, c_out, dt),
+            "bn2": _norm_init(c_out, dt),
         }
         if c_out != c:
             params[f"block{i}"]["proj"] = _conv_init(rng, 1, c, c_out, dt)
         c = c_out
     size_out = hp["size"] // 2 if hp["downsample"] else hp["size"]
-    batch = {"x": _normal(rng, (hp["batch"], hp["size"], hp["size"], hp["channels"]), dt),
-             "target": _normal(rng, (hp["batch"], size_out, size_out, c), dt)}
+    batch = {
+        "x": _normal(rng, (hp["batch"], hp["size"], hp["size"], hp["channels"]), dt),
+        "target": _normal(rng, (hp["batch"], size_out, size_out, c), dt),
+    }
 
     def block(p: Params, x: jax.Array, stride: int) -> jax.Array:
         y = jax.nn.relu(_batch_norm(p["bn1"], _conv(x, p["conv1"], stride)))
@@ -430,14 +448,19 @@ def mobilenet_block(rng: np.random.Generator) -> Model:
     e = c * hp["expansion"]
     params = {
         f"block{i}": {
-            "expand": _conv_init(rng, 1, c, e, dt), "bn1": _norm_init(e, dt),
-            "depthwise": _conv_init(rng, 3, 1, e, dt), "bn2": _norm_init(e, dt),
-            "project": _conv_init(rng, 1, e, c, dt), "bn3": _norm_init(c, dt),
+            "expand": _conv_init(rng, 1, c, e, dt),
+            "bn1": _norm_init(e, dt),
+            "depthwise": _conv_init(rng, 3, 1, e, dt),
+            "bn2": _norm_init(e, dt),
+            "project": _conv_init(rng, 1, e, c, dt),
+            "bn3": _norm_init(c, dt),
         }
         for i in range(hp["blocks"])
     }
-    batch = {"x": _normal(rng, (hp["batch"], hp["size"], hp["size"], c), dt),
-             "target": _normal(rng, (hp["batch"], hp["size"], hp["size"], c), dt)}
+    batch = {
+        "x": _normal(rng, (hp["batch"], hp["size"], hp["size"], c), dt),
+        "target": _normal(rng, (hp["batch"], hp["size"], hp["size"], c), dt),
+    }
 
     def block(p: Params, x: jax.Array) -> jax.Array:
         y = jax.nn.relu6(_batch_norm(p["bn1"], _conv(x, p["expand"])))
@@ -471,8 +494,10 @@ def unet(rng: np.random.Generator) -> Model:
         params[f"merge{i}"] = _conv_init(rng, 3, 2 * ci, ci, dt)
     bottom = c * 2 ** hp["levels"]
     params["bottleneck"] = _conv_init(rng, 3, bottom, bottom, dt)
-    batch = {"x": _normal(rng, (hp["batch"], hp["size"], hp["size"], 3), dt),
-             "target": _normal(rng, (hp["batch"], hp["size"], hp["size"], 3), dt)}
+    batch = {
+        "x": _normal(rng, (hp["batch"], hp["size"], hp["size"], 3), dt),
+        "target": _normal(rng, (hp["batch"], hp["size"], hp["size"], 3), dt),
+    }
 
     def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
         x = jax.nn.relu(_conv(b["x"], p["stem"]))
@@ -504,11 +529,15 @@ def transformer_encoder(rng: np.random.Generator) -> Model:
         "dtype": _dtype(rng),
     }
     d, dt = hp["dim"], hp["dtype"]
-    params = {f"layer{i}": _transformer_layer_init(rng, d, d * hp["mlp_ratio"], dt) for i in range(hp["layers"])}
+    params = {
+        f"layer{i}": _transformer_layer_init(rng, d, d * hp["mlp_ratio"], dt) for i in range(hp["layers"])
+    }
     lengths = rng.integers(hp["seq"] // 2, hp["seq"] + 1, hp["batch"])
-    batch = {"x": _normal(rng, (hp["batch"], hp["seq"], d), dt),
-             "lengths": _ints(lengths),
-             "target": _normal(rng, (hp["batch"], d), dt)}
+    batch = {
+        "x": _normal(rng, (hp["batch"], hp["seq"], d), dt),
+        "lengths": _ints(lengths),
+        "target": _normal(rng, (hp["batch"], d), dt),
+    }
 
     def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
         valid = jnp.arange(hp["seq"])[None, :] < b["lengths"][:, None]  # (batch, key)
@@ -538,7 +567,9 @@ def causal_decoder(rng: np.random.Generator) -> Model:
         "dtype": _dtype(rng),
     }
     d, dt = hp["dim"], hp["dtype"]
-    params: Params = {f"layer{i}": _transformer_layer_init(rng, d, d * hp["mlp_ratio"], dt) for i in range(hp["layers"])}
+    params: Params = {
+        f"layer{i}": _transformer_layer_init(rng, d, d * hp["mlp_ratio"], dt) for i in range(hp["layers"])
+    }
     params["tokens"] = _normal(rng, (hp["vocab"], d), dt, 0.02)
     params["positions"] = _normal(rng, (hp["seq"], d), dt, 0.02)
     params["ln_out"] = _norm_init(d, dt)
@@ -566,11 +597,15 @@ def lstm(rng: np.random.Generator) -> Model:
     }
     h, dt = hp["hidden"], hp["dtype"]
     params = {"cell": _dense_init(rng, hp["in_dim"] + h, 4 * h, dt), "head": _dense_init(rng, h, 1, dt)}
-    batch = {"x": _normal(rng, (hp["seq"], hp["batch"], hp["in_dim"]), dt),
-             "target": _normal(rng, (hp["batch"], 1), dt)}
+    batch = {
+        "x": _normal(rng, (hp["seq"], hp["batch"], hp["in_dim"]), dt),
+        "target": _normal(rng, (hp["batch"], 1), dt),
+    }
 
     def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
-        def step(carry: tuple[jax.Array, jax.Array], x_t: jax.Array) -> tuple[tuple[jax.Array, jax.Array], None]:
+        def step(
+            carry: tuple[jax.Array, jax.Array], x_t: jax.Array
+        ) -> tuple[tuple[jax.Array, jax.Array], None]:
             hidden, cell = carry
             i, f, g, o = jnp.split(_dense(p["cell"], jnp.concatenate([x_t, hidden], axis=-1)), 4, axis=-1)
             cell = jax.nn.sigmoid(f) * cell + jax.nn.sigmoid(i) * jnp.tanh(g)
@@ -593,10 +628,15 @@ def gru(rng: np.random.Generator) -> Model:
         "dtype": _dtype(rng),
     }
     h, dt = hp["hidden"], hp["dtype"]
-    params = {"x_gates": _dense_init(rng, hp["in_dim"], 3 * h, dt),
-              "h_gates": _dense_init(rng, h, 3 * h, dt), "head": _dense_init(rng, h, 1, dt)}
-    batch = {"x": _normal(rng, (hp["seq"], hp["batch"], hp["in_dim"]), dt),
-             "target": _normal(rng, (hp["seq"], hp["batch"], 1), dt)}
+    params = {
+        "x_gates": _dense_init(rng, hp["in_dim"], 3 * h, dt),
+        "h_gates": _dense_init(rng, h, 3 * h, dt),
+        "head": _dense_init(rng, h, 1, dt),
+    }
+    batch = {
+        "x": _normal(rng, (hp["seq"], hp["batch"], hp["in_dim"]), dt),
+        "target": _normal(rng, (hp["seq"], hp["batch"], 1), dt),
+    }
 
     def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
         x_proj = _dense(p["x_gates"], b["x"])  # all input projections in one matmul, outside the loop
@@ -627,12 +667,16 @@ def embedding_scatter(rng: np.random.Generator) -> Model:
     }
     dt = hp["dtype"]
     n_ids = hp["bags"] * hp["ids_per_bag"]
-    params = {"table": _normal(rng, (hp["vocab"], hp["dim"]), dt, 0.1),
-              "head": _dense_init(rng, hp["dim"], hp["classes"], dt)}
+    params = {
+        "table": _normal(rng, (hp["vocab"], hp["dim"]), dt, 0.1),
+        "head": _dense_init(rng, hp["dim"], hp["classes"], dt),
+    }
     bag_of_id = np.sort(rng.integers(0, hp["bags"], n_ids))  # ragged bags, sorted like a CSR batch
-    batch = {"ids": _ints(rng.integers(0, hp["vocab"], n_ids)),
-             "bag_of_id": _ints(bag_of_id),
-             "labels": _labels(rng, (hp["bags"],), hp["classes"])}
+    batch = {
+        "ids": _ints(rng.integers(0, hp["vocab"], n_ids)),
+        "bag_of_id": _ints(bag_of_id),
+        "labels": _labels(rng, (hp["bags"],), hp["classes"]),
+    }
 
     def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
         rows = p["table"][b["ids"]]
@@ -661,14 +705,19 @@ def graph_message_passing(rng: np.random.Generator) -> Model:
     }
     n, d, dt = hp["nodes"], hp["dim"], hp["dtype"]
     n_edges = n * hp["edges_per_node"]
-    params = {f"step{i}": {"edge": _dense_init(rng, 3 * d, d, dt), "node": _dense_init(rng, 2 * d, d, dt)}
-              for i in range(hp["steps"])}
+    params = {
+        f"step{i}": {"edge": _dense_init(rng, 3 * d, d, dt), "node": _dense_init(rng, 2 * d, d, dt)}
+        for i in range(hp["steps"])
+    }
     params["readout"] = _dense_init(rng, d, 1, dt)
-    batch = {"nodes": _normal(rng, (n, d), dt), "edges": _normal(rng, (n_edges, d), dt),
-             "senders": _ints(rng.integers(0, n, n_edges)),
-             "receivers": _ints(rng.integers(0, n, n_edges)),
-             "graph_of_node": _ints(np.sort(rng.integers(0, hp["graphs"], n))),
-             "target": _normal(rng, (hp["graphs"], 1), dt)}
+    batch = {
+        "nodes": _normal(rng, (n, d), dt),
+        "edges": _normal(rng, (n_edges, d), dt),
+        "senders": _ints(rng.integers(0, n, n_edges)),
+        "receivers": _ints(rng.integers(0, n, n_edges)),
+        "graph_of_node": _ints(np.sort(rng.integers(0, hp["graphs"], n))),
+        "target": _normal(rng, (hp["graphs"], 1), dt),
+    }
     reduce = jax.ops.segment_sum if hp["aggregate"] == "segment_sum" else jax.ops.segment_max
 
     def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
@@ -698,12 +747,16 @@ def nerf_mlp(rng: np.random.Generator) -> Model:
     w, dt = hp["width"], hp["dtype"]
     enc_dim = 3 + 6 * hp["frequencies"]
     skip_at = hp["depth"] // 2
-    params = {f"dense{i}": _dense_init(rng, enc_dim if i == 0 else w + (enc_dim if i == skip_at else 0), w, dt)
-              for i in range(hp["depth"])}
+    params = {
+        f"dense{i}": _dense_init(rng, enc_dim if i == 0 else w + (enc_dim if i == skip_at else 0), w, dt)
+        for i in range(hp["depth"])
+    }
     params["rgb"] = _dense_init(rng, w, 3, dt)
     params["density"] = _dense_init(rng, w, 1, dt)
-    batch = {"x": _array(rng.uniform(-1, 1, (hp["points"], 3)), dt),
-             "target": _array(rng.uniform(0, 1, (hp["points"], 4)), dt)}
+    batch = {
+        "x": _array(rng.uniform(-1, 1, (hp["points"], 3)), dt),
+        "target": _array(rng.uniform(0, 1, (hp["points"], 4)), dt),
+    }
 
     def encode(x: jax.Array) -> jax.Array:
         scaled = x[..., None, :] * (2.0 ** jnp.arange(hp["frequencies"], dtype=x.dtype))[:, None] * jnp.pi
@@ -738,7 +791,10 @@ def norm_softmax(rng: np.random.Generator) -> Model:
     }
     dt = hp["dtype"]
     params = {f"norm{i}": _norm_init(hp["dim"], dt) for i in range(len(hp["ops"]))}
-    batch = {"x": _normal(rng, (hp["rows"], hp["dim"]), dt), "target": _normal(rng, (hp["rows"], hp["dim"]), dt)}
+    batch = {
+        "x": _normal(rng, (hp["rows"], hp["dim"]), dt),
+        "target": _normal(rng, (hp["rows"], hp["dim"]), dt),
+    }
 
     def one(op: str, p: Params, x: jax.Array) -> jax.Array:
         if op == "layernorm":
@@ -759,8 +815,21 @@ def norm_softmax(rng: np.random.Generator) -> Model:
 
 FAMILY_GENERATORS: dict[str, Callable[[np.random.Generator], Model]] = {
     f.__name__: f
-    for f in (mlp, cnn, resnet_block, mobilenet_block, unet, transformer_encoder, causal_decoder, lstm, gru,
-              embedding_scatter, graph_message_passing, nerf_mlp, norm_softmax)
+    for f in (
+        mlp,
+        cnn,
+        resnet_block,
+        mobilenet_block,
+        unet,
+        transformer_encoder,
+        causal_decoder,
+        lstm,
+        gru,
+        embedding_scatter,
+        graph_message_passing,
+        nerf_mlp,
+        norm_softmax,
+    )
 }
 FAMILIES: tuple[str, ...] = tuple(FAMILY_GENERATORS)
 
@@ -853,20 +922,48 @@ CONFIGURATIONS: dict[str, CompileConfig] = {
     c.name: c
     for c in (
         CompileConfig("default", "XLA's default fusion decisions"),
-        CompileConfig("no_fusion", "XLA's loop/input fusion pass disabled",
-                      {"xla_disable_hlo_passes": "fusion"}),
-        CompileConfig("no_library_fusion", "YNNPACK/XNNPACK fusions off: dots alone, XLA fuses the rest",
-                      _NO_LIBRARY, platforms=_CPU),
-        CompileConfig("no_fusion_at_all", "XLA fusion and library fusions off",
-                      {**_NO_LIBRARY, "xla_disable_hlo_passes": "fusion"}, platforms=_CPU),
-        CompileConfig("ynn_dot_only", "YNNPACK fuses dots with neighbours; no elementwise/reduce fusions",
-                      {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}, platforms=_CPU),
-        CompileConfig("remat_nothing", "jax.checkpoint(loss, policy=nothing_saveable): forward run twice",
-                      variant=Variant(remat="nothing_saveable"), forms=("train_step",)),
-        CompileConfig("remat_dots", "jax.checkpoint(loss, policy=dots_saveable)",
-                      variant=Variant(remat="dots_saveable"), forms=_TRAINING),
-        CompileConfig("scan_unroll", "lax.scan(..., unroll=4) in recurrent families",
-                      variant=Variant(scan_unroll=4), families=("lstm", "gru")),
+        CompileConfig(
+            "no_fusion",
+            "XLA's loop/input fusion pass disabled",
+            {"xla_disable_hlo_passes": "fusion"},
+            platforms=_CPU,
+        ),
+        CompileConfig(
+            "no_library_fusion",
+            "YNNPACK/XNNPACK fusions off: dots alone, XLA fuses the rest",
+            _NO_LIBRARY,
+            platforms=_CPU,
+        ),
+        CompileConfig(
+            "no_fusion_at_all",
+            "XLA fusion and library fusions off",
+            {**_NO_LIBRARY, "xla_disable_hlo_passes": "fusion"},
+            platforms=_CPU,
+        ),
+        CompileConfig(
+            "ynn_dot_only",
+            "YNNPACK fuses dots with neighbours; no elementwise/reduce fusions",
+            {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"},
+            platforms=_CPU,
+        ),
+        CompileConfig(
+            "remat_nothing",
+            "jax.checkpoint(loss, policy=nothing_saveable): forward run twice",
+            variant=Variant(remat="nothing_saveable"),
+            forms=("train_step",),
+        ),
+        CompileConfig(
+            "remat_dots",
+            "jax.checkpoint(loss, policy=dots_saveable)",
+            variant=Variant(remat="dots_saveable"),
+            forms=_TRAINING,
+        ),
+        CompileConfig(
+            "scan_unroll",
+            "lax.scan(..., unroll=4) in recurrent families",
+            variant=Variant(scan_unroll=4),
+            families=("lstm", "gru"),
+        ),
     )
 }
 
@@ -890,66 +987,23 @@ def compile_program(program: Program, config_name: str = "default") -> jax.stage
 
 
 # ---------------------------------------------------------------------------------------------
-# A rough kernel listing, to check that configurations change the decomposition
+# Kernel signatures, to check that configurations change the decomposition
 # ---------------------------------------------------------------------------------------------
 
-_NOT_KERNELS = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast"})
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*?)\s([a-z][a-z\-]*)\(")
-_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
-_LOOP_CALLS = re.compile(r"(?:body|condition|true_computation|false_computation)=%?([\w.\-]+)")
-_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
-_FUSION_CALL = re.compile(r"calls=%?([\w.\-]+)")
-_FUSION_KIND = re.compile(r"kind=(\w+)")
 
-
-def _computations(hlo_text: str) -> tuple[str, dict[str, list[str]]]:
-    """Split HLO text into computations: (entry name, {name: instruction lines})."""
-    computations: dict[str, list[str]] = {}
-    entry, current = "", None
-    for line in hlo_text.splitlines():
-        header = _COMPUTATION.match(line)
-        if header:
-            current = header.group(2)
-            computations[current] = []
-            entry = current if header.group(1) else entry
-        elif current is not None and _INSTRUCTION.match(line):
-            computations[current].append(line)
-    return entry, computations
-
-
-def _loop_callees(line: str) -> list[str]:
-    branches = _BRANCHES.search(line)
-    listed = [b.strip().lstrip("%") for b in branches.group(1).split(",")] if branches else []
-    return _LOOP_CALLS.findall(line) + listed
+def _signature(kernel: Kernel) -> str:
+    """``"<shape> <kind>(<sorted ops inside>)"``, e.g. ``"f32[64,128] kLoop(add,exponential)"``."""
+    ops = sorted(node.opcode for node in kernel.nodes if node.opcode != "parameter")
+    return f"{kernel.instruction.shape} {kernel.kind}({','.join(ops)})"
 
 
 def kernel_signatures(hlo_text: str) -> collections.Counter[str]:
-    """The kernels of optimized HLO text as a multiset of signatures ``"<shape> <opcode>"``, where a
-    fusion's opcode is ``fusion:<kind>(<sorted ops inside>)``.
+    """The kernels of optimized HLO text (``Compiled.as_text()``) as a multiset of signatures.
 
-    Kernels are the ops of the entry computation and of while/conditional bodies (each computation
-    counted once), except parameter/constant/tuple/get-tuple-element/bitcast. Two compilations
-    with different signatures cut the program into different kernels. A quick check that reads one
-    instruction per line, as ``Compiled.as_text()`` prints; not a full HLO parser.
+    Kernels are those of :func:`tpucost.kernels.decompose`. Two compilations of a program with
+    different multisets cut it into different kernels (or run a kernel with another library).
     """
-    entry, computations = _computations(hlo_text)
-    signatures: collections.Counter[str] = collections.Counter()
-    todo, seen = [entry], {entry}
-    while todo:
-        for line in computations.get(todo.pop(), []):
-            shape, opcode = _INSTRUCTION.match(line).groups()  # type: ignore[union-attr]
-            if opcode in _NOT_KERNELS:
-                continue
-            if opcode == "fusion" and (callee := _FUSION_CALL.search(line)):
-                kind = _FUSION_KIND.search(line)
-                inner = sorted(_INSTRUCTION.match(x).group(2) for x in computations.get(callee.group(1), []))  # type: ignore[union-attr]
-                opcode = f"fusion:{kind.group(1) if kind else '?'}({','.join(o for o in inner if o != 'parameter')})"
-            signatures[f"{re.sub(r'{[^}]*}', '', shape)} {opcode}"] += 1
-            for callee_name in _loop_callees(line):
-                if callee_name not in seen:
-                    seen.add(callee_name)
-                    todo.append(callee_name)
-    return signatures
+    return collections.Counter(_signature(k) for k in decompose(parse_module(hlo_text)))
 
 
 def count_kernels(hlo_text: str) -> int:
@@ -969,8 +1023,8 @@ def _survey(n: int = 39, seed: int = 0) -> None:
         row = [f"{program.program_id:36s} default={sum(base.values()):4d}"]
         for name in applicable_configurations(program)[1:]:
             kernels = kernel_signatures(compile_program(program, name).as_text())
-            totals[name] = [a + b for a, b in zip(totals[name], (kernels != base, 1, sum(base.values()),
-                                                                  sum(kernels.values())))]
+            for i, value in enumerate((kernels != base, 1, sum(base.values()), sum(kernels.values()))):
+                totals[name][i] += value
             row.append(f"{name}={sum(kernels.values())}{'' if kernels != base else '(same)'}")
         print(" ".join(row), flush=True)
     for name, (changed, programs, k_default, k_config) in totals.items():
