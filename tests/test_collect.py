@@ -1,0 +1,111 @@
+"""Tests of tpucost.collect and the data CLI on a tiny corpus (CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from tpucost import cli, collect, data, hlo, kernels
+from tpucost.programs import compile_program, generate_programs
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="collected on XLA:CPU")
+
+N, FAMILIES, CONFIGS, REPEATS = 4, ("mlp", "norm_softmax"), ("default", "ynn_dot_only"), 2
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli_args(out: Path, *extra: str) -> list[str]:
+    return ["collect", "--out", str(out), "--programs", str(N), "--repeats", str(REPEATS),
+            "--families", ",".join(FAMILIES), "--configs", ",".join(CONFIGS), "--no-progress", *extra]
+
+
+def _pairs(ds: data.KernelDataset) -> set[tuple[str, str]]:
+    return set(zip(ds.source_program_id.tolist(), ds.source_configuration.tolist(), strict=True))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> data.KernelDataset:
+    """An uninterrupted in-process run of the tiny corpus."""
+    out = tmp_path_factory.mktemp("reference")
+    collect.collect(out, N, 0, repeats=REPEATS, configurations=CONFIGS, families=FAMILIES, progress=False)
+    return data.load_kernel_dataset(out)
+
+
+def test_collect_records(reference):
+    assert len(reference) > 0 and np.all(reference.runtime_ns > 0)
+    assert set(reference.family) == set(FAMILIES) and set(reference.configuration) <= set(CONFIGS)
+    assert {p for p, _ in _pairs(reference)} == {p.program_id for p in generate_programs(N, 0, FAMILIES)}
+    assert np.all(reference.count >= 1) and reference.count.sum() >= len(reference)
+
+
+def test_record_names_match_hlo_kernels():
+    program = next(generate_programs(1, 0, FAMILIES))
+    records, entry = collect.measure_program(program, "default", repeats=REPEATS)
+    names = {k.name for k in kernels.decompose(hlo.parse_module(compile_program(program, "default").as_text()))}
+    assert set(records.name) <= names
+    assert len(records) == len(names) - entry["missing"] and entry["status"] == "ok"
+    assert np.all(records.runtime_ns > 0) and 0 < entry["additivity_ratio"]
+
+
+def test_resume_after_kill(tmp_path, reference):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tpucost", *_cli_args(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill once the first program's configurations are logged
+        ok = [e for e in collect.read_log(out) if e.get("status") == "ok"]
+        if len({e["program_id"] for e in ok}) >= 1 and len(ok) >= len(CONFIGS):
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "schema.json").exists()
+    done_before = {(e["program_id"], e["configuration"]) for e in collect.read_log(out) if e.get("status") == "ok"}
+    subprocess.run([*cmd, "--resume"], cwd=ROOT, env=env, check=True, capture_output=True)
+    log = [e for e in collect.read_log(out) if e.get("status") == "ok"]
+    pairs = [(e["program_id"], e["configuration"]) for e in log]
+    assert len(pairs) == len(set(pairs)), "a pair was measured twice"
+    assert done_before < set(pairs)
+    resumed = data.load_kernel_dataset(out)
+    assert set(resumed.program_id) == set(reference.program_id)
+    assert _pairs(resumed) == _pairs(reference)
+    assert set(resumed.fingerprint) == set(reference.fingerprint)
+
+
+def test_merge_shards_equals_single_run(tmp_path, reference):
+    for i in range(2):
+        collect.collect(tmp_path / f"s{i}", N, 0, shard=(i, 2), repeats=REPEATS, configurations=CONFIGS,
+                        families=FAMILIES, progress=False, do_finalize=False)
+    assert cli.main(["data", "merge", "--out", str(tmp_path / "merged"), str(tmp_path / "s0"),
+                     str(tmp_path / "s1")]) == 0
+    merged = data.load_kernel_dataset(tmp_path / "merged")
+    assert _pairs(merged) == _pairs(reference)
+    assert list(merged.fingerprint) == list(reference.fingerprint)  # same order: parts sorted by name
+    np.testing.assert_array_equal(merged.count, reference.count)
+
+
+def test_collect_refuses_existing_without_resume(tmp_path):
+    (tmp_path / "log.jsonl").write_text("")
+    with pytest.raises(FileExistsError, match="resume"):
+        collect.collect(tmp_path, 1, progress=False)
+
+
+def test_cli_stats_json(reference, capsys):
+    assert cli.main(["data", "stats", str(reference.root), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert {"kernels", "programs", "families", "configurations", "runtime_ns_quantiles",
+            "noise_median_rel", "noise_p90_rel"} <= set(s)
+    assert s["kernels"] == len(reference) and s["programs"] == N
+    assert cli.main(["data", "stats", str(reference.root)]) == 0
+    assert "kernels" in capsys.readouterr().out

@@ -1,0 +1,154 @@
+"""Tests of tpucost.data: records, dedup, npz storage and its validation, splits, stats."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from tpucost import data, features
+from tpucost.features import KernelGraph
+
+F = features.NUM_NODE_FEATURES
+FAMILIES = ("mlp", "unet", "gru", "nerf_mlp", "mobilenet_block", "cnn")
+
+
+def _graph(rng: np.random.Generator, n: int, name: str) -> KernelGraph:
+    edges = np.array([(i, i + 1) for i in range(n - 1)], np.int32).reshape(-1, 2)
+    return KernelGraph(rng.integers(0, 50, n).astype(np.int32), rng.normal(size=(n, F)).astype(np.float32),
+                       edges[:, 0].copy(), edges[:, 1].copy(), name, "kLoop")
+
+
+def _records(program: str, family: str, config: str, graphs: list[KernelGraph], runtimes: list[float]):
+    meta = {"program_id": program, "family": family, "form": "forward", "configuration": config,
+            "backend": "cpu", "device_kind": "cpu", "jax_version": "0.0"}
+    return data.from_graphs(graphs, runtimes, [1] * len(graphs), meta)
+
+
+@pytest.fixture
+def dataset() -> data.KernelDataset:
+    """12 programs (2 per family), 3 kernels each; kernel 'shared' appears in every program."""
+    rng = np.random.default_rng(0)
+    shared = _graph(rng, 4, "shared")
+    parts = []
+    for p in range(12):
+        fam = FAMILIES[p % len(FAMILIES)]
+        gs = [_graph(rng, 2 + p % 3, f"f.{p}"), _graph(rng, 5, f"g.{p}"), shared._replace(name=f"s.{p}")]
+        parts.append(_records(f"{fam}-forward-0-{p}", fam, "default", gs, [10.0 + p, 20.0, 100.0 - p]))
+    return data.dedup(data.concat(parts))
+
+
+def _assert_same(a: data.KernelDataset, b: data.KernelDataset) -> None:
+    for name, arr in a.arrays().items():
+        other = b.arrays()[name]
+        assert arr.dtype == other.dtype, name
+        np.testing.assert_array_equal(arr, other, err_msg=name)
+
+
+def test_dedup_keeps_min_and_count(dataset):
+    assert len(dataset) == 12 * 2 + 1
+    i = int(np.flatnonzero(dataset.count == 12)[0])
+    assert dataset.runtime_ns[i] == 100.0 - 11
+    assert dataset.program_id[i] == "mlp-forward-0-0" and dataset.name[i] == "s.0"
+    assert len(dataset.sources(i)) == 12 and dataset.sources(i)[0] == ("mlp-forward-0-0", "default")
+    assert dataset.graph(i).num_nodes == 4 and dataset.graph(i).num_edges == 3
+
+
+def test_round_trip_exact(dataset, tmp_path):
+    data.save_dataset(dataset, tmp_path / "ds", shard_size=10)
+    assert len(list((tmp_path / "ds").glob("kernels-*.npz"))) == 3
+    loaded = data.load_kernel_dataset(tmp_path / "ds")
+    _assert_same(dataset, loaded)
+    g0, g1 = dataset.graph(7), loaded.graph(7)
+    for x, y in zip(g0, g1, strict=True):
+        np.testing.assert_array_equal(x, y)
+    frame = loaded.to_frame()
+    assert len(frame) == len(dataset) and {"program_id", "n_nodes", "runtime_ns", "count"} <= set(frame)
+
+
+def test_subset(dataset):
+    idx = [5, 0, 24]
+    sub = dataset.subset(idx)
+    assert len(sub) == 3
+    for j, i in enumerate(idx):
+        for x, y in zip(sub.graph(j), dataset.graph(i), strict=True):
+            np.testing.assert_array_equal(x, y)
+        assert sub.sources(j) == dataset.sources(i)
+
+
+def _rewrite(path, **changes):
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays.update(changes)
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"schema_version": np.array(99)}, "schema_version"),
+        ({"feature_layout": np.array("nope")}, "feature_layout"),
+        ({"runtime_ns": np.zeros(3)}, "runtime_ns"),
+        ({"senders": np.zeros(1, np.int64)}, "senders"),
+        ({"opcodes": np.zeros(5, np.float32)}, "opcodes"),
+        ({"node_offsets": np.arange(26)}, "node_offsets"),
+        ({"name": np.array([{"a": 1}] * 25, dtype=object)}, "name"),
+    ],
+)
+def test_validation_names_file_and_field(dataset, tmp_path, change, field):
+    data.save_dataset(dataset, tmp_path)
+    shard = tmp_path / "kernels-00000.npz"
+    _rewrite(shard, **change)
+    with pytest.raises(ValueError, match=rf"kernels-00000\.npz.*{field}"):
+        data.load_kernel_dataset(tmp_path)
+
+
+def test_schema_json_and_missing(dataset, tmp_path):
+    with pytest.raises(FileNotFoundError, match="tpucost collect"):
+        data.load_kernel_dataset(tmp_path / "nothing")
+    data.save_dataset(dataset, tmp_path)
+    schema = json.loads((tmp_path / "schema.json").read_text())
+    (tmp_path / "schema.json").write_text(json.dumps({**schema, "schema_version": 0}))
+    with pytest.raises(ValueError, match="schema.json.*schema_version"):
+        data.load_kernel_dataset(tmp_path)
+    (tmp_path / "kernels-00000.npz").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="kernels-00000.npz"):
+        data.read_shard(tmp_path / "kernels-00000.npz")
+    assert not zipfile.is_zipfile(tmp_path / "kernels-00000.npz")
+
+
+def test_split_random_program_disjoint_and_deterministic(dataset):
+    train, val, test = data.split_random(dataset, seed=3)
+    assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(len(dataset)))
+    parts = [set(dataset.program_id[ix]) for ix in (train, val, test)]
+    assert not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
+    assert all(parts)
+    again = data.split_random(dataset, seed=3)
+    assert all(np.array_equal(a, b) for a, b in zip((train, val, test), again, strict=True))
+    other = data.split_random(dataset, seed=4)
+    assert not all(np.array_equal(a, b) for a, b in zip((train, val, test), other, strict=True))
+
+
+def test_split_hard_family_disjoint(dataset):
+    train, val, test = data.split_hard(dataset)
+    assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(len(dataset)))
+    assert set(dataset.family[test]) <= set(data.HARD_TEST_FAMILIES) | {"mlp"}  # the shared kernel
+    assert set(dataset.family[val]) == set(data.HARD_VAL_FAMILIES)
+    held_out = set(data.HARD_TEST_FAMILIES) | set(data.HARD_VAL_FAMILIES)
+    for i in train:  # no train kernel was ever measured in a held-out family
+        s0, s1 = dataset.source_offsets[i], dataset.source_offsets[i + 1]
+        assert not set(dataset.source_family[s0:s1]) & held_out
+    assert all(np.array_equal(a, b) for a, b in zip((train, val, test), data.split_hard(dataset), strict=True))
+
+
+def test_stats(dataset, tmp_path):
+    data.save_dataset(dataset, tmp_path)
+    (tmp_path / "noise.json").write_text(json.dumps({"median_rel": 0.02, "p90_rel": 0.1}))
+    s = data.stats(data.load_kernel_dataset(tmp_path))
+    assert s["kernels"] == 25 and s["programs"] == 12 and s["occurrences"] == 36
+    assert set(s["runtime_ns_quantiles"]) == {"0.0", "0.1", "0.5", "0.9", "1.0"}
+    assert s["runtime_ns_quantiles"]["0.0"] == 10.0
+    assert (s["noise_median_rel"], s["noise_p90_rel"]) == (0.02, 0.1)
+    assert data.stats(dataset)["noise_median_rel"] is None

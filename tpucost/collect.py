@@ -1,0 +1,197 @@
+"""Collect the kernel data set: compile, measure, decompose and featurize corpus programs.
+
+For each program of ``generate_programs(n_programs, seed)`` (those with ``index % n == i`` for
+``shard=(i, n)``) and each applicable configuration, :func:`collect` compiles the program,
+labels its kernels with :func:`tpucost.measure.measure_kernels`, cuts the measured HLO into
+kernels, featurizes them and appends the records. The output folder is append-only:
+
+===========================  =====================================================================
+path                         content
+===========================  =====================================================================
+``parts/<program>__<config>.npz``  records of one (program, configuration), a shard in the
+                             ``tpucost.data`` format, written atomically (tmp file + ``os.replace``)
+``log.jsonl``                one JSON line per (program, configuration): ``status`` "ok" (kernels,
+                             missing, additivity_ratio, timings) or "error" (the exception text)
+``schema.json``, ``kernels-*.npz``  the deduplicated data set, written by :func:`finalize`
+===========================  =====================================================================
+
+A killed run loses at most the (program, configuration) in flight; ``resume=True`` skips the
+pairs the log already reports (ok or error). A part is written before its log line, so a part
+without a line is simply measured again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from tpucost import data, features, hlo, kernels
+from tpucost.measure import Measurement, measure_kernels
+from tpucost.programs import CONFIGURATIONS, Program, Variant, applicable_configurations, generate_programs
+
+__all__ = ["collect", "finalize", "merge", "measure_program", "read_log", "load_parts"]
+
+LOG = "log.jsonl"
+PARTS = "parts"
+
+
+def _part_name(program_id: str, config: str) -> str:
+    return re.sub(r"[^\w.\-]", "_", f"{program_id}__{config}") + ".npz"
+
+
+def read_log(out_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """The log entries of ``out_dir`` (a torn last line from a killed run is ignored)."""
+    path = Path(out_dir) / LOG
+    entries = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return entries
+
+
+def _append_log(out_dir: Path, entry: dict[str, Any]) -> None:
+    with open(out_dir / LOG, "a") as fh:
+        fh.write(json.dumps(entry) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _config_fn(program: Program, config: str) -> Any:
+    """The program's function as configuration ``config``'s variant."""
+    variant = CONFIGURATIONS[config].variant
+    return program.fn if variant == Variant() else program.build(variant)
+
+
+def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[data.KernelDataset, dict[str, Any]]:
+    """Records of one (program, configuration) and its log entry (with phase timings in s).
+
+    The program is compiled first (``compile_s``); ``measure_kernels`` then reuses JAX's
+    in-memory compilation cache, so ``measure_s`` is mostly running and tracing.
+    """
+    fn = _config_fn(program, config)
+    options = dict(CONFIGURATIONS[config].compiler_options)
+    t0 = time.perf_counter()
+    jax.jit(fn).lower(*program.args).compile(compiler_options=options or None)
+    t1 = time.perf_counter()
+    m: Measurement = measure_kernels(fn, *program.args, repeats=repeats, compiler_options=options)
+    t2 = time.perf_counter()
+    graphs, labels, calls = [], [], []
+    for k in kernels.decompose(hlo.parse_module(m.hlo_text)):
+        label = m.runtime_ns.get(k.name)
+        if label is None or not label > 0:
+            continue
+        graphs.append(features.featurize(k))
+        labels.append(label)
+        calls.append(m.calls_per_run.get(k.name, k.calls_per_run))
+    meta = {"program_id": program.program_id, "family": program.family, "form": program.form,
+            "configuration": config, "backend": m.backend, "device_kind": m.device_kind,
+            "jax_version": jax.__version__}
+    records = data.from_graphs(graphs, labels, calls, meta)
+    t3 = time.perf_counter()
+    kernel_ns = sum(t * m.calls_per_run.get(k, 1) for k, t in m.runtime_ns.items() if k not in m.nested)
+    entry = {
+        "program_id": program.program_id, "configuration": config, "status": "ok",
+        "kernels": len(records), "missing": len(m.missing), "additivity_ratio": m.additivity_ratio,
+        "wall_ns": min(m.wall_ns_per_run), "kernel_ns_per_run": kernel_ns, "repeats": repeats,
+        "compile_s": t1 - t0, "measure_s": t2 - t1, "featurize_s": t3 - t2,
+    }
+    return records, entry
+
+
+def _todo(n_programs: int, seed: int, shard: tuple[int, int], configurations: Sequence[str] | None,
+          families: Sequence[str] | None, done: set[tuple[str, str]]) -> Iterator[tuple[Program, list[str]]]:
+    i, n = shard
+    for index, program in enumerate(generate_programs(n_programs, seed, families)):
+        if index % n != i:
+            continue
+        configs = [c for c in applicable_configurations(program)
+                   if (configurations is None or c in configurations) and (program.program_id, c) not in done]
+        if configs:
+            yield program, configs
+
+
+def collect(out_dir: str | os.PathLike, n_programs: int, seed: int = 0, shard: tuple[int, int] = (0, 1),
+            resume: bool = False, repeats: int = 5, configurations: Sequence[str] | None = None,
+            progress: bool = True, families: Sequence[str] | None = None,
+            do_finalize: bool = True) -> dict[str, Any]:
+    """Measure programs into ``out_dir`` (see the module docstring); returns a summary dict.
+
+    Raises FileExistsError when ``out_dir`` already has a log and ``resume`` is False.
+    """
+    from tqdm.auto import tqdm
+
+    out = Path(out_dir)
+    if not 0 <= shard[0] < shard[1]:
+        raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard}")
+    if (out / LOG).exists() and not resume:
+        raise FileExistsError(f"{out / LOG} exists: pass resume=True (--resume) to continue that run")
+    (out / PARTS).mkdir(parents=True, exist_ok=True)
+    done = {(e["program_id"], e["configuration"]) for e in read_log(out) if e.get("status") in ("ok", "error")}
+    _append_log(out, {"status": "start", "n_programs": n_programs, "seed": seed, "shard": list(shard),
+                      "repeats": repeats, "resume": resume, "time": time.time()})
+    n_kernels = n_errors = n_pairs = 0
+    t_start = time.perf_counter()
+    bar = tqdm(total=None, disable=not progress, unit="config", desc="collect")
+    for program, configs in _todo(n_programs, seed, shard, configurations, families, done):
+        for config in configs:
+            bar.set_description(f"{program.program_id} {config}")
+            try:
+                records, entry = measure_program(program, config, repeats)
+                data.save_shard(records, out / PARTS / _part_name(program.program_id, config))
+            except Exception as err:  # noqa: BLE001 - a failing program is logged and skipped
+                entry = {"program_id": program.program_id, "configuration": config, "status": "error",
+                         "error": f"{type(err).__name__}: {err}",
+                         "traceback": traceback.format_exc(limit=3)}
+                n_errors += 1
+            _append_log(out, entry)
+            n_kernels += entry.get("kernels", 0)
+            n_pairs += 1
+            bar.update(1)
+            bar.set_postfix(kernels=n_kernels, kernels_per_s=f"{n_kernels / (time.perf_counter() - t_start):.1f}")
+    bar.close()
+    summary = {"pairs": n_pairs, "kernels": n_kernels, "errors": n_errors, "seconds": time.perf_counter() - t_start}
+    if do_finalize:
+        summary["dataset_kernels"] = len(finalize(out))
+    return summary
+
+
+def load_parts(parts_dir: str | os.PathLike) -> data.KernelDataset:
+    """All part files of a collect folder (or of its ``parts/``), in file-name order."""
+    d = Path(parts_dir)
+    if (d / PARTS).is_dir():
+        d = d / PARTS
+    return data.concat([data.read_shard(p) for p in sorted(d.glob("*.npz"))])
+
+
+def finalize(out_dir: str | os.PathLike, shard_size: int = 100_000) -> data.KernelDataset:
+    """Deduplicate ``out_dir``'s parts into shards + ``schema.json`` in ``out_dir``."""
+    return merge([out_dir], out_dir, shard_size)
+
+
+def merge(parts_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
+          shard_size: int = 100_000) -> data.KernelDataset:
+    """Deduplicate the parts of several collect folders into one data set in ``out_dir``.
+
+    Parts are taken in file-name order over all folders (a part present in two folders, e.g. a
+    re-run, is read once), so the result does not depend on how the runs were sharded.
+    """
+    files: dict[str, Path] = {}
+    for d in parts_dirs:
+        d = Path(d)
+        d = d / PARTS if (d / PARTS).is_dir() else d
+        for p in d.glob("*.npz"):
+            files.setdefault(p.name, p)
+    ds = data.dedup(data.concat([data.read_shard(files[name]) for name in sorted(files)]))
+    data.save_dataset(ds, out_dir, shard_size)
+    return data.load_kernel_dataset(out_dir)

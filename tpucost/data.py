@@ -1,0 +1,539 @@
+"""The kernel data set: featurized kernel graphs with measured runtimes, on disk and in memory.
+
+A *kernel record* is one kernel of one compiled program: its graph (``featurize`` output), its
+runtime label (minimum over traced runs, ns) and where it came from. Identical kernels (same
+canonical fingerprint, see :func:`fingerprint`) are stored once, with the MIN runtime, a
+``count`` of occurrences and the list of (program, configuration) sources.
+
+On-disk format
+--------------
+A data folder holds ``schema.json`` and shards ``kernels-00000.npz``, ``kernels-00001.npz``, ...
+written with ``np.savez_compressed`` and read with ``np.load(allow_pickle=False)`` (no object
+arrays, strings are fixed-width unicode). ``collect`` writes parts in the same shard format
+(one per program and configuration, not deduplicated) under ``parts/``. With K kernels, N nodes
+in all, M edges in all, S sources in all and F node features, a shard holds:
+
+=====================  ================  ===================================================
+array                  dtype / shape     meaning
+=====================  ================  ===================================================
+schema_version         int64[]           :data:`SCHEMA_VERSION`
+feature_layout         unicode[]         ``features.layout_fingerprint()``
+node_offsets           int64[K+1]        kernel k's nodes are ``node_offsets[k]:[k+1]``
+edge_offsets           int64[K+1]        kernel k's edges are ``edge_offsets[k]:[k+1]``
+opcodes                int32[N]          opcode ids (``features.OPCODE_VOCAB``)
+node_features          float32[N, F]     node feature rows (``features.NODE_FEATURE_NAMES``)
+senders, receivers     int32[M]          edge endpoints, indices *within* the kernel
+runtime_ns             float64[K]        label: min over traced runs and over duplicates
+count                  int64[K]          occurrences merged into this record
+calls_per_run          int64[K]          calls of the kernel in one program run
+fingerprint            unicode[K]        canonical hash (graph arrays + backend + device kind)
+name, kind             unicode[K]        HLO instruction name, fusion kind or opcode
+program_id, family,    unicode[K]        metadata of the FIRST occurrence
+form, configuration,
+backend, device_kind,
+jax_version
+source_offsets         int64[K+1]        kernel k's sources are ``source_offsets[k]:[k+1]``
+source_program_id,     unicode[S]        every (program, configuration, family) the kernel
+source_configuration,                    was measured in, first occurrence first
+source_family
+=====================  ================  ===================================================
+
+``schema.json``: ``{"schema_version", "feature_layout", "num_node_features", "kernels",
+"shards": [{"file", "kernels"}]}``. An optional ``noise.json`` next to it
+(``{"median_rel": .., "p90_rel": ..}``, relative run-to-run spread of labels) feeds :func:`stats`.
+
+Splits
+------
+:func:`split_random` splits by PROGRAM: a deduplicated kernel belongs to its first program
+(``program_id``), so the same graph never appears in two parts. :func:`split_hard` holds out
+whole families (:data:`HARD_TEST_FAMILIES`, :data:`HARD_VAL_FAMILIES`): a kernel measured in any
+held-out family's program (any source) goes to that held-out part, so train shares no kernel with
+the held-out families.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import zipfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tpucost import features
+from tpucost.features import KernelGraph
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "HARD_TEST_FAMILIES",
+    "HARD_VAL_FAMILIES",
+    "KernelDataset",
+    "fingerprint",
+    "from_graphs",
+    "concat",
+    "dedup",
+    "save_shard",
+    "read_shard",
+    "save_dataset",
+    "load_kernel_dataset",
+    "default_data_dir",
+    "split_random",
+    "split_hard",
+    "stats",
+]
+
+SCHEMA_VERSION = 1
+#: Families whose programs form the hard test split (never seen in training).
+HARD_TEST_FAMILIES: tuple[str, ...] = ("unet", "gru", "nerf_mlp")
+#: Family held out for validation in the hard split.
+HARD_VAL_FAMILIES: tuple[str, ...] = ("mobilenet_block",)
+SHARD_FILE = "kernels-{:05d}.npz"
+
+#: Per-kernel string columns (metadata of the first occurrence).
+STR_FIELDS: tuple[str, ...] = (
+    "fingerprint", "name", "kind", "program_id", "family", "form", "configuration",
+    "backend", "device_kind", "jax_version",
+)
+SOURCE_FIELDS: tuple[str, ...] = ("source_program_id", "source_configuration", "source_family")
+_INT_KERNEL_FIELDS: tuple[str, ...] = ("count", "calls_per_run")
+_OFFSETS = {"node_offsets": "opcodes", "edge_offsets": "senders", "source_offsets": "source_program_id"}
+
+
+@dataclasses.dataclass
+class KernelDataset:
+    """Kernel records in concatenated-ragged arrays (see the module docstring for the fields)."""
+
+    node_offsets: np.ndarray
+    edge_offsets: np.ndarray
+    opcodes: np.ndarray
+    node_features: np.ndarray
+    senders: np.ndarray
+    receivers: np.ndarray
+    runtime_ns: np.ndarray
+    count: np.ndarray
+    calls_per_run: np.ndarray
+    fingerprint: np.ndarray
+    name: np.ndarray
+    kind: np.ndarray
+    program_id: np.ndarray
+    family: np.ndarray
+    form: np.ndarray
+    configuration: np.ndarray
+    backend: np.ndarray
+    device_kind: np.ndarray
+    jax_version: np.ndarray
+    source_offsets: np.ndarray
+    source_program_id: np.ndarray
+    source_configuration: np.ndarray
+    source_family: np.ndarray
+    root: Path | None = None
+
+    def __len__(self) -> int:
+        return int(self.runtime_ns.shape[0])
+
+    @property
+    def n_nodes(self) -> np.ndarray:
+        """int64[K]: nodes per kernel."""
+        return np.diff(self.node_offsets)
+
+    @property
+    def n_edges(self) -> np.ndarray:
+        """int64[K]: edges per kernel."""
+        return np.diff(self.edge_offsets)
+
+    def graph(self, i: int) -> KernelGraph:
+        """Kernel ``i`` as a `KernelGraph` (views into the dataset's arrays)."""
+        n0, n1 = self.node_offsets[i], self.node_offsets[i + 1]
+        e0, e1 = self.edge_offsets[i], self.edge_offsets[i + 1]
+        return KernelGraph(
+            self.opcodes[n0:n1], self.node_features[n0:n1], self.senders[e0:e1], self.receivers[e0:e1],
+            str(self.name[i]), str(self.kind[i]),
+        )
+
+    def sources(self, i: int) -> list[tuple[str, str]]:
+        """The (program_id, configuration) pairs kernel ``i`` was measured in."""
+        s0, s1 = self.source_offsets[i], self.source_offsets[i + 1]
+        return list(zip(self.source_program_id[s0:s1].tolist(), self.source_configuration[s0:s1].tolist(), strict=True))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per kernel: metadata, n_nodes, n_edges, count, calls_per_run, runtime_ns."""
+        cols: dict[str, Any] = {f: self.__dict__[f].astype(str) for f in STR_FIELDS}
+        cols.update(n_nodes=self.n_nodes, n_edges=self.n_edges, count=self.count,
+                    calls_per_run=self.calls_per_run, runtime_ns=self.runtime_ns)
+        return pd.DataFrame(cols)
+
+    def subset(self, indices: Sequence[int] | np.ndarray) -> KernelDataset:
+        """A new dataset with kernels ``indices`` (in that order)."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        out: dict[str, Any] = {f: self.__dict__[f][idx] for f in (*STR_FIELDS, *_INT_KERNEL_FIELDS, "runtime_ns")}
+        for off, fields in (
+            ("node_offsets", ("opcodes", "node_features")),
+            ("edge_offsets", ("senders", "receivers")),
+            ("source_offsets", SOURCE_FIELDS),
+        ):
+            offsets = self.__dict__[off]
+            take, new_offsets = _ragged_take(offsets, idx)
+            out[off] = new_offsets
+            out.update({f: self.__dict__[f][take] for f in fields})
+        return KernelDataset(**out, root=self.root)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """All array fields by name (what a shard stores, less the schema scalars)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "root"}
+
+
+def _ragged_take(offsets: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(flat element indices, new offsets) selecting segments ``idx`` of a ragged array."""
+    starts, lengths = offsets[idx], offsets[idx + 1] - offsets[idx]
+    new_offsets = np.zeros(len(idx) + 1, np.int64)
+    np.cumsum(lengths, out=new_offsets[1:])
+    take = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(new_offsets[-1], dtype=np.int64)
+    return take, new_offsets
+
+
+# --------------------------------------------------------------------------------------- build
+
+
+def fingerprint(graph: KernelGraph, backend: str, device_kind: str = "") -> str:
+    """Canonical hash of a kernel: opcodes, node features (shapes, attributes), edges, backend.
+
+    The kernel's name is not part of it: the same kernel in two programs has two names.
+    """
+    h = hashlib.sha256()
+    for arr, dtype in ((graph.opcodes, np.int32), (graph.node_features, np.float32),
+                       (graph.senders, np.int32), (graph.receivers, np.int32)):
+        a = np.ascontiguousarray(arr, dtype=dtype)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    h.update(f"|{backend}|{device_kind}".encode())
+    return h.hexdigest()[:32]
+
+
+def from_graphs(graphs: Sequence[KernelGraph], runtime_ns: Sequence[float], calls_per_run: Sequence[int],
+                meta: dict[str, str]) -> KernelDataset:
+    """Records of kernels of ONE (program, configuration) measurement (count 1 each).
+
+    ``meta`` holds program_id, family, form, configuration, backend, device_kind, jax_version.
+    """
+    k = len(graphs)
+    nodes = np.array([g.num_nodes for g in graphs], np.int64)
+    edges = np.array([g.num_edges for g in graphs], np.int64)
+    nf = features.NUM_NODE_FEATURES
+    cat = lambda xs, dt, shape=(0,): np.concatenate(xs).astype(dt) if xs else np.zeros(shape, dt)  # noqa: E731
+    fp = [fingerprint(g, meta["backend"], meta["device_kind"]) for g in graphs]
+    col = lambda v: _str_array([v] * k)  # noqa: E731
+    return KernelDataset(
+        node_offsets=_offsets(nodes), edge_offsets=_offsets(edges),
+        opcodes=cat([g.opcodes for g in graphs], np.int32),
+        node_features=cat([g.node_features for g in graphs], np.float32, (0, nf)),
+        senders=cat([g.senders for g in graphs], np.int32),
+        receivers=cat([g.receivers for g in graphs], np.int32),
+        runtime_ns=np.asarray(runtime_ns, np.float64).reshape(k),
+        count=np.ones(k, np.int64), calls_per_run=np.asarray(calls_per_run, np.int64).reshape(k),
+        fingerprint=_str_array(fp), name=_str_array([g.name for g in graphs]),
+        kind=_str_array([g.kind for g in graphs]),
+        **{f: col(meta[f]) for f in ("program_id", "family", "form", "configuration", "backend",
+                                      "device_kind", "jax_version")},
+        source_offsets=np.arange(k + 1, dtype=np.int64),
+        source_program_id=col(meta["program_id"]), source_configuration=col(meta["configuration"]),
+        source_family=col(meta["family"]),
+    )
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def _str_array(values: Iterable[str]) -> np.ndarray:
+    """A fixed-width unicode array (at least ``<U1``, so empty arrays keep a string dtype)."""
+    values = [str(v) for v in values]
+    width = max([len(v) for v in values] + [1])
+    return np.array(values, dtype=f"<U{width}").reshape(len(values))
+
+
+def concat(parts: Sequence[KernelDataset]) -> KernelDataset:
+    """All records of ``parts``, in order (no deduplication)."""
+    if not parts:
+        return from_graphs([], [], [], dict.fromkeys(("program_id", "family", "form", "configuration",
+                                                       "backend", "device_kind", "jax_version"), ""))
+    out: dict[str, Any] = {}
+    for f in parts[0].arrays():
+        if f in _OFFSETS:
+            lengths = np.concatenate([np.diff(p.__dict__[f]) for p in parts])
+            out[f] = _offsets(lengths)
+        elif f in STR_FIELDS or f in SOURCE_FIELDS:
+            out[f] = _str_array(np.concatenate([p.__dict__[f].astype(str) for p in parts]).tolist())
+        else:
+            out[f] = np.concatenate([p.__dict__[f] for p in parts])
+    return KernelDataset(**out, root=None)
+
+
+def dedup(ds: KernelDataset) -> KernelDataset:
+    """Merge records with the same fingerprint: MIN runtime, summed count, all sources.
+
+    The first record of each fingerprint (in ``ds`` order) gives the graph and metadata; the
+    output keeps first-occurrence order.
+    """
+    fps = ds.fingerprint
+    _, first, inverse = np.unique(fps, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # unique id -> output position, by first occurrence
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    group = rank[inverse.reshape(-1)]
+    out = ds.subset(first[order])
+    runtime = np.full(len(order), np.inf)
+    np.minimum.at(runtime, group, ds.runtime_ns)
+    out.runtime_ns = runtime
+    out.count = np.bincount(group, weights=ds.count, minlength=len(order)).astype(np.int64)
+    # sources, grouped by output record, original order within a group
+    src_group = np.repeat(group, np.diff(ds.source_offsets))
+    src_order = np.argsort(src_group, kind="stable")
+    out.source_offsets = _offsets(np.bincount(src_group, minlength=len(order)))
+    for f in SOURCE_FIELDS:
+        out.__dict__[f] = ds.__dict__[f][src_order]
+    return out
+
+
+# ------------------------------------------------------------------------------------- storage
+
+
+def _atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def save_shard(ds: KernelDataset, path: str | os.PathLike) -> Path:
+    """Write ``ds`` as one npz shard (atomically: a temporary file, then ``os.replace``)."""
+    path = Path(path)
+    arrays = ds.arrays()
+    arrays["schema_version"] = np.array(SCHEMA_VERSION, np.int64)
+    arrays["feature_layout"] = np.array(features.layout_fingerprint())
+    _atomic_savez(path, arrays)
+    return path
+
+
+def save_dataset(ds: KernelDataset, out_dir: str | os.PathLike, shard_size: int = 100_000) -> Path:
+    """Write ``ds`` as shards of at most ``shard_size`` kernels plus ``schema.json``.
+
+    Shards of an earlier save that are no longer listed are removed.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shards = []
+    for j, start in enumerate(range(0, max(len(ds), 1), shard_size)):
+        part = ds.subset(np.arange(start, min(start + shard_size, len(ds))))
+        save_shard(part, out_dir / SHARD_FILE.format(j))
+        shards.append({"file": SHARD_FILE.format(j), "kernels": len(part)})
+    schema = {"schema_version": SCHEMA_VERSION, "feature_layout": features.layout_fingerprint(),
+              "num_node_features": features.NUM_NODE_FEATURES, "kernels": len(ds), "shards": shards}
+    tmp = out_dir / ".schema.json.tmp"
+    tmp.write_text(json.dumps(schema, indent=1) + "\n")
+    os.replace(tmp, out_dir / "schema.json")
+    keep = {s["file"] for s in shards}
+    for old in out_dir.glob("kernels-*.npz"):
+        if old.name not in keep:
+            old.unlink()
+    return out_dir
+
+
+_DTYPES: dict[str, str] = {
+    "node_offsets": "i8", "edge_offsets": "i8", "source_offsets": "i8", "opcodes": "i4",
+    "node_features": "f4", "senders": "i4", "receivers": "i4", "runtime_ns": "f8", "count": "i8",
+    "calls_per_run": "i8",
+}
+
+
+def read_shard(path: str | os.PathLike) -> KernelDataset:
+    """Load and validate one shard; ValueError names the file and the bad field."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: shard not found")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path}: not an npz (zip) shard")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: _read_field(path, z, k) for k in z.files}
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        raise ValueError(f"{path}: not a readable npz shard: {err}") from err
+    _check_header(path, data)
+    fields = [f.name for f in dataclasses.fields(KernelDataset) if f.name != "root"]
+    for f in fields:
+        if f not in data:
+            raise ValueError(f"{path}: field {f!r}: missing")
+    for f, kind in _DTYPES.items():
+        if data[f].dtype != np.dtype(kind):
+            raise ValueError(f"{path}: field {f!r}: dtype {data[f].dtype}, expected {np.dtype(kind)}")
+    for f in (*STR_FIELDS, *SOURCE_FIELDS):
+        if data[f].dtype.kind != "U" or data[f].ndim != 1:
+            raise ValueError(f"{path}: field {f!r}: expected a 1-d unicode array, got {data[f].dtype}")
+    _check_lengths(path, data)
+    return KernelDataset(**{f: data[f] for f in fields}, root=path.parent)
+
+
+def _read_field(path: Path, z: Any, key: str) -> np.ndarray:
+    try:
+        return z[key]
+    except ValueError as err:  # object arrays need pickle, refused
+        raise ValueError(f"{path}: field {key!r}: {err}") from err
+
+
+def _check_header(path: Path, data: dict[str, np.ndarray]) -> None:
+    for f in ("schema_version", "feature_layout"):
+        if f not in data:
+            raise ValueError(f"{path}: field {f!r}: missing")
+    if data["schema_version"].shape != () or int(data["schema_version"]) != SCHEMA_VERSION:
+        raise ValueError(f"{path}: field 'schema_version': {data['schema_version']!r}, expected {SCHEMA_VERSION}")
+    if str(data["feature_layout"]) != features.layout_fingerprint():
+        raise ValueError(f"{path}: field 'feature_layout': fingerprint {str(data['feature_layout'])[:12]}... "
+                         "differs from this tpucost's features.layout_fingerprint(); re-collect the data")
+
+
+def _check_lengths(path: Path, data: dict[str, np.ndarray]) -> None:
+    """Shapes agree: offsets monotone and ending at their array's length, edges within kernels."""
+    if data["node_offsets"].ndim != 1 or data["node_offsets"].shape[0] < 1:
+        raise ValueError(f"{path}: field 'node_offsets': expected a 1-d array of K+1 offsets")
+    k = data["node_offsets"].shape[0] - 1
+    for f in (*STR_FIELDS, *_INT_KERNEL_FIELDS, "runtime_ns"):
+        if data[f].shape != (k,):
+            raise ValueError(f"{path}: field {f!r}: shape {data[f].shape}, expected ({k},)")
+    for off, target in _OFFSETS.items():
+        o = data[off]
+        if o.shape != (k + 1,) or o[0] != 0 or np.any(np.diff(o) < 0) or o[-1] != data[target].shape[0]:
+            raise ValueError(f"{path}: field {off!r}: not {k + 1} increasing offsets from 0 to len({target})")
+    n = data["opcodes"].shape[0]
+    if data["node_features"].shape != (n, features.NUM_NODE_FEATURES):
+        raise ValueError(f"{path}: field 'node_features': shape {data['node_features'].shape}, "
+                         f"expected ({n}, {features.NUM_NODE_FEATURES})")
+    m = data["senders"].shape[0]
+    for f in ("senders", "receivers"):
+        if data[f].shape != (m,):
+            raise ValueError(f"{path}: field {f!r}: shape {data[f].shape}, expected ({m},)")
+        size = np.repeat(np.diff(data["node_offsets"]), np.diff(data["edge_offsets"]))
+        if m and (data[f].min() < 0 or np.any(data[f] >= size)):
+            raise ValueError(f"{path}: field {f!r}: node index outside its kernel")
+    for f in ("source_configuration", "source_family"):
+        if data[f].shape != data["source_program_id"].shape:
+            raise ValueError(f"{path}: field {f!r}: length differs from 'source_program_id'")
+    if k and not np.all(np.isfinite(data["runtime_ns"])):
+        raise ValueError(f"{path}: field 'runtime_ns': non-finite values")
+
+
+def default_data_dir() -> Path:
+    """The bundled data folder: ``<repo>/data/kernels_cpu``."""
+    import tpucost
+
+    return Path(tpucost.__file__).resolve().parents[1] / "data" / "kernels_cpu"
+
+
+def load_kernel_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
+    """Load a data folder (``schema.json`` + shards) or one ``.npz`` shard, validated.
+
+    ``path=None`` loads the bundled ``data/kernels_cpu``. Raises FileNotFoundError when the
+    data is missing, ValueError naming the file and field when it is malformed.
+    """
+    root = Path(path) if path is not None else default_data_dir()
+    if root.is_file():
+        return read_shard(root)
+    schema_path = root / "schema.json"
+    if not schema_path.exists():
+        raise FileNotFoundError(
+            f"no kernel data set at {root} (no schema.json). Collect one with "
+            f"`python -m tpucost collect --out {root}` (or merge shards with `python -m tpucost data merge`)."
+        )
+    try:
+        schema = json.loads(schema_path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{schema_path}: not JSON: {err}") from err
+    if schema.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{schema_path}: field 'schema_version': {schema.get('schema_version')!r}, "
+                         f"expected {SCHEMA_VERSION}")
+    if schema.get("feature_layout") != features.layout_fingerprint():
+        raise ValueError(f"{schema_path}: field 'feature_layout': differs from features.layout_fingerprint()")
+    parts = [read_shard(root / s["file"]) for s in schema.get("shards", [])]
+    ds = concat(parts)
+    ds.root = root
+    if len(ds) != schema.get("kernels"):
+        raise ValueError(f"{schema_path}: field 'kernels': {schema.get('kernels')}, shards hold {len(ds)}")
+    return ds
+
+
+# -------------------------------------------------------------------------------------- splits
+
+
+def split_random(ds: KernelDataset, seed: int = 0, fractions: Sequence[float] = (0.8, 0.1, 0.1)
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(train, val, test) kernel indices, split by program.
+
+    Programs (a kernel's FIRST program, ``ds.program_id``) are shuffled with ``seed`` and cut by
+    ``fractions``; all kernels of a program land in the same part. Deterministic.
+    """
+    if len(fractions) != 3 or min(fractions) < 0 or not np.isclose(sum(fractions), 1.0):
+        raise ValueError(f"fractions must be 3 non-negative numbers summing to 1, got {fractions}")
+    programs = np.unique(ds.program_id)
+    perm = np.random.default_rng(seed).permutation(len(programs))
+    cuts = np.round(np.cumsum(fractions)[:2] * len(programs)).astype(int)
+    part_of = np.empty(len(programs), np.int64)
+    for j, chunk in enumerate(np.split(perm, cuts)):
+        part_of[chunk] = j
+    kernel_part = part_of[np.searchsorted(programs, ds.program_id)]
+    return tuple(np.flatnonzero(kernel_part == j) for j in range(3))  # type: ignore[return-value]
+
+
+def split_hard(ds: KernelDataset, test_families: Sequence[str] = HARD_TEST_FAMILIES,
+               val_families: Sequence[str] = HARD_VAL_FAMILIES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(train, val, test) kernel indices holding out whole families.
+
+    A kernel measured in any program of a test family (any of its sources) is test, else one of a
+    validation family is val, else train: train shares no kernel with the held-out families.
+    """
+    src_kernel = np.repeat(np.arange(len(ds)), np.diff(ds.source_offsets))
+    in_test = np.zeros(len(ds), bool)
+    in_val = np.zeros(len(ds), bool)
+    in_test[src_kernel[np.isin(ds.source_family, list(test_families))]] = True
+    in_val[src_kernel[np.isin(ds.source_family, list(val_families))]] = True
+    in_val &= ~in_test
+    return np.flatnonzero(~in_test & ~in_val), np.flatnonzero(in_val), np.flatnonzero(in_test)
+
+
+# --------------------------------------------------------------------------------------- stats
+
+QUANTILES: tuple[float, ...] = (0.0, 0.1, 0.5, 0.9, 1.0)
+
+
+def stats(ds: KernelDataset) -> dict[str, Any]:
+    """Summary: kernel and program counts, kernels per family/configuration, runtime quantiles, noise.
+
+    "families" and "configurations" map a name to its number of kernel records (first occurrence);
+    "programs" counts distinct programs over all sources. Noise comes from ``noise.json`` next to
+    the data (keys ``median_rel``/``p90_rel``), else None.
+    """
+    noise: dict[str, Any] = {}
+    if ds.root is not None and (ds.root / "noise.json").exists():
+        noise = json.loads((ds.root / "noise.json").read_text())
+    rt = ds.runtime_ns
+    return {
+        "kernels": len(ds),
+        "occurrences": int(ds.count.sum()),
+        "programs": int(len(np.unique(ds.source_program_id))),
+        "families": _value_counts(ds.family),
+        "configurations": _value_counts(ds.configuration),
+        "runtime_ns_quantiles": {str(q): (float(np.quantile(rt, q)) if len(rt) else None) for q in QUANTILES},
+        "noise_median_rel": noise.get("median_rel", noise.get("noise_median_rel")),
+        "noise_p90_rel": noise.get("p90_rel", noise.get("noise_p90_rel")),
+    }
+
+
+def _value_counts(values: np.ndarray) -> dict[str, int]:
+    names, counts = np.unique(values.astype(str), return_counts=True)
+    return {str(n): int(c) for n, c in zip(names, counts, strict=True)}
