@@ -13,6 +13,8 @@ import pytest
 from jax import lax
 
 from tpucost import measure
+from tpucost.hlo import parse_module
+from tpucost.kernels import NOT_KERNELS
 from tpucost.measure import Measurement, measure_kernels, wall_time_ns
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="labels are checked on XLA:CPU")
@@ -60,7 +62,7 @@ def entry_kernel_names(hlo_text: str) -> set[str]:
     entry = entry[: entry.index("\n}")]
     names = set()
     for m in re.finditer(r"^\s*(?:ROOT\s+)?%([\w.\-]+) = .*? ([a-z][a-z0-9\-]*)\(", entry, re.M):
-        if m.group(2) not in measure.NON_KERNEL_OPCODES:
+        if m.group(2) not in NOT_KERNELS:
             names.add(m.group(1))
     return names
 
@@ -99,13 +101,13 @@ def test_every_mlp_kernel_has_a_label(mlp_measurement):
 
 def test_labels_and_missing_cover_all_kernels(mlp_measurement, monkeypatch):
     m = mlp_measurement
-    kernels = set(measure._kernel_names(m.hlo_text))
+    kernels = set(measure._kernel_names(parse_module(m.hlo_text)))
     assert isinstance(m.missing, list)
     assert kernels <= set(m.runtime_ns) | set(m.missing)
     assert not set(m.missing) & set(m.runtime_ns)
     # A kernel the trace does not report is listed, not dropped.
     real = measure._kernel_names
-    monkeypatch.setattr(measure, "_kernel_names", lambda text: [*real(text), "never_ran.7"])
+    monkeypatch.setattr(measure, "_kernel_names", lambda module: [*real(module), "never_ran.7"])
     m2 = measure_kernels(mlp, *mlp_args(), repeats=1)
     assert m2.missing == ["never_ran.7"]
     assert "never_ran.7" not in m2.runtime_ns
@@ -174,6 +176,84 @@ def test_loop_body_kernels_are_per_call_and_nested():
     # Five calls of each body kernel fit inside one run of the loop.
     assert sum(5 * m.runtime_ns[k] for k in body) <= 1.05 * m.runtime_ns[loop]
     assert 0.3 < m.additivity_ratio < 1.5
+
+
+LOOP_HLO = """HloModule loop
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %sum = f32[] add(%a, %b)
+}
+
+%fused (p: f32[8]) -> f32[8] {
+  %p = f32[8] parameter(0)
+  ROOT %t = f32[8] tanh(%p)
+}
+
+%body (s: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %s = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %v = f32[8] get-tuple-element(%s), index=1
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %f.1 = f32[8] fusion(%v), kind=kLoop, calls=%fused
+  ROOT %out = (s32[], f32[8]) tuple(%next, %f.1)
+}
+
+%cond (c: (s32[], f32[8])) -> pred[] {
+  %c = (s32[], f32[8]) parameter(0)
+  %k = s32[] get-tuple-element(%c), index=0
+  %n = s32[] constant(5)
+  ROOT %lt = pred[] compare(%k, %n), direction=LT
+}
+
+ENTRY %main (x: f32[8]) -> f32[] {
+  %x = f32[8] parameter(0)
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[8]) tuple(%zero, %x)
+  %while.1 = (s32[], f32[8]) while(%init), condition=%cond, body=%body
+  %res = f32[8] get-tuple-element(%while.1), index=1
+  %cp = f32[8] copy(%res)
+  %z = f32[] constant(0)
+  ROOT %r = f32[] reduce(%cp, %z), dimensions={0}, to_apply=%add
+}
+"""
+
+
+def test_hlo_helpers_on_a_loop_module():
+    module = parse_module(LOOP_HLO)
+    kernels = measure._kernel_names(module)
+    # Loop-body kernels are kernels; the while itself is not (decompose).
+    assert set(kernels) == {"next", "f.1", "lt", "cp", "r"}
+    assert measure._container_names(module) == {"while.1"}
+    # Fused and applied computations (tanh, add) do not run on their own.
+    assert {c.name for c in measure._executed_computations(module)} == {"main", "body", "cond"}
+    consumers = measure._consumers(module)
+    assert consumers["x"] == {"while.1"}  # through the tuple
+    assert consumers["while.1"] == {"cp"}  # through the get-tuple-element
+    assert consumers["cp"] == {"r"}
+    assert consumers["f.1"] == frozenset()  # only reaches the body's root
+    assert consumers["v"] == {"f.1"}
+    assert measure._nested_names(module, [*kernels, "while.1"]) == ["f.1", "lt", "next"]
+
+
+def test_additivity_ratio_counts_top_level_labels_once():
+    m = Measurement(
+        runtime_ns={"while.1": 500.0, "f.1": 90.0, "cp": 100.0},
+        runs_seen={},
+        calls_per_run={"while.1": 1, "f.1": 5, "cp": 1},
+        wall_ns_per_run=[700.0, 600.0],
+        run_span_ns=[],
+        hlo_text=LOOP_HLO,
+        missing=[],
+        nested=["f.1"],
+        async_kernels=[],
+        module_name="loop",
+        backend="cpu",
+        device_kind="cpu",
+    )
+    assert m.additivity_ratio == pytest.approx((500.0 + 100.0) / 600.0)
 
 
 def test_many_measurements_with_other_modules_in_between():

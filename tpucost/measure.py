@@ -75,26 +75,15 @@ from typing import Any
 
 import jax
 
+from tpucost.hlo import Computation, Module, parse_module
+from tpucost.kernels import CONTROL_FLOW, NOT_KERNELS, decompose
+
 __all__ = ["Measurement", "measure_kernels", "wall_time_ns"]
 
-# Opcodes that never become a kernel of their own (no thunk, no profiler event).
-NON_KERNEL_OPCODES = frozenset(
-    {
-        "parameter",
-        "constant",
-        "tuple",
-        "get-tuple-element",
-        "bitcast",
-        "after-all",
-        "partition-id",
-        "replica-id",
-        "opt-barrier",
-    }
-)
 # Kernels that run other kernels (loop bodies, branches); their events enclose
 # their children's, so they are not counted as "busy" time in the async rule.
 # (A `call` left in the entry on CPU is a "small call": one kernel, no children.)
-CONTAINER_OPCODES = frozenset({"while", "conditional"})
+CONTAINER_OPCODES = CONTROL_FLOW - {"call"}
 
 # Slack for "at the same time" between a kernel event's end and its end marker, and
 # the least idle time that can make a kernel asynchronous.
@@ -156,79 +145,33 @@ class Measurement:
 # --------------------------------------------------------------------------- HLO
 
 
-@dataclasses.dataclass(frozen=True)
-class _Instr:
-    name: str
-    opcode: str
-    operands: tuple[str, ...]
-    computation: str
-
-
-_COMP_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s+\(.*->.*\{\s*$")
-_INSTR_RE = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*.+?\s([a-z][a-z0-9\-]*)\((.*)$")
-_CALLED_RE = re.compile(r"\b(calls|to_apply)=%?([\w.\-]+)")
-
-
-def _operand_text(rest: str) -> str:
-    """The text inside the operand parentheses (``rest`` starts just after '(')."""
-    depth = 1
-    for i, ch in enumerate(rest):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth == 0:
-            return rest[:i]
-    return rest
-
-
-def _parse_hlo(hlo_text: str) -> tuple[str, dict[str, list[_Instr]], set[str]]:
-    """(entry name, computation -> instructions, names of fused/applied computations)."""
-    entry, comps, current, inlined = "", {}, None, set()
-    for line in hlo_text.splitlines():
-        head = _COMP_RE.match(line)
-        if head:
-            current = head.group(2)
-            comps[current] = []
-            entry = current if head.group(1) else entry
+def _executed_computations(module: Module) -> list[Computation]:
+    """The computations a run executes instruction by instruction: the entry and,
+    recursively, the bodies, conditions and branches of its control flow (the ones
+    ``tpucost.kernels.decompose`` walks; fused and applied computations are not)."""
+    found: dict[str, Computation] = {}
+    stack = [module.entry]
+    while stack:
+        comp = stack.pop()
+        if comp.name in found:
             continue
-        if line.strip() == "}":
-            current = None
-            continue
-        m = _INSTR_RE.match(line) if current else None
-        if m:
-            operands = tuple(re.findall(r"%([\w.\-]+)", _operand_text(m.group(3))))
-            comps[current].append(_Instr(m.group(1), m.group(2), operands, current))
-            inlined.update(name for _, name in _CALLED_RE.findall(m.group(3)))
-    return entry, comps, inlined
+        found[comp.name] = comp
+        stack.extend(
+            module.computations[callee]
+            for ins in comp.instructions
+            if ins.opcode in CONTROL_FLOW
+            for callee in ins.called_computations
+            if callee in module.computations
+        )
+    return list(found.values())
 
 
-def _executed_instructions(hlo_text: str) -> list[_Instr]:
-    """Instructions of computations that run as thunks (entry, loop bodies, branches)."""
-    _, comps, inlined = _parse_hlo(hlo_text)
-    return [i for name, instrs in comps.items() if name not in inlined for i in instrs]
+def _kernel_names(module: Module) -> list[str]:
+    """Names of the kernels of a compiled module (``tpucost.kernels.decompose``)."""
+    return [k.name for k in decompose(module)]
 
 
-def _entry_instructions(hlo_text: str) -> list[_Instr]:
-    entry, comps, _ = _parse_hlo(hlo_text)
-    if not entry:
-        raise ValueError("no ENTRY computation in the HLO text")
-    return comps[entry]
-
-
-def _kernel_names(hlo_text: str) -> list[str]:
-    """Names of the kernels of a compiled module.
-
-    Uses ``tpucost.kernels.decompose(tpucost.hlo.parse_module(text))`` when that
-    module is available; otherwise the entry computation's instructions whose opcode
-    can be a kernel (loop bodies are then covered by their ``while`` kernel).
-    """
-    try:
-        from tpucost.hlo import parse_module
-        from tpucost.kernels import decompose
-    except ImportError:
-        return [i.name for i in _entry_instructions(hlo_text) if i.opcode not in NON_KERNEL_OPCODES]
-    return [k.name for k in decompose(parse_module(hlo_text))]
-
-
-def _consumers(hlo_text: str) -> dict[str, frozenset[str]]:
+def _consumers(module: Module) -> dict[str, frozenset[str]]:
     """Instruction name -> names of the kernels that read its result.
 
     Looks through non-kernel instructions (tuple, get-tuple-element, bitcast, ...)
@@ -237,10 +180,11 @@ def _consumers(hlo_text: str) -> dict[str, frozenset[str]]:
     """
     users: dict[str, set[str]] = defaultdict(set)
     opcode: dict[str, str] = {}
-    for ins in _executed_instructions(hlo_text):
-        opcode[ins.name] = ins.opcode
-        for op in ins.operands:
-            users[op].add(ins.name)
+    for comp in _executed_computations(module):
+        for ins in comp.instructions:
+            opcode[ins.name] = ins.opcode
+            for op in ins.operands:
+                users[op].add(ins.name)
 
     def kernel_users(name: str, seen: set[str]) -> set[str]:
         found: set[str] = set()
@@ -248,7 +192,7 @@ def _consumers(hlo_text: str) -> dict[str, frozenset[str]]:
             if user in seen:
                 continue
             seen.add(user)
-            if opcode.get(user) in NON_KERNEL_OPCODES:
+            if opcode.get(user) in NOT_KERNELS:
                 found |= kernel_users(user, seen)
             else:
                 found.add(user)
@@ -257,13 +201,19 @@ def _consumers(hlo_text: str) -> dict[str, frozenset[str]]:
     return {name: frozenset(kernel_users(name, set())) for name in opcode}
 
 
-def _nested_names(hlo_text: str, kernels: Iterable[str]) -> list[str]:
-    entry = {i.name for i in _entry_instructions(hlo_text)}
+def _nested_names(module: Module, kernels: Iterable[str]) -> list[str]:
+    """The kernels outside the entry computation (loop bodies, branches)."""
+    entry = {i.name for i in module.entry.instructions}
     return sorted(k for k in kernels if k not in entry)
 
 
-def _container_names(hlo_text: str) -> frozenset[str]:
-    return frozenset(i.name for i in _executed_instructions(hlo_text) if i.opcode in CONTAINER_OPCODES)
+def _container_names(module: Module) -> frozenset[str]:
+    return frozenset(
+        ins.name
+        for comp in _executed_computations(module)
+        for ins in comp.instructions
+        if ins.opcode in CONTAINER_OPCODES
+    )
 
 
 def _program_ids(compiled: Any) -> frozenset[int] | None:
@@ -572,10 +522,10 @@ class _Labels:
 _PerRun = tuple[dict[str, list[tuple[float, bool]]], dict[str, int], list[float], set[str]]
 
 
-def _per_run_per_call(trace: _Trace, hlo_text: str, async_completion: bool) -> _PerRun:
+def _per_run_per_call(trace: _Trace, module: Module, async_completion: bool) -> _PerRun:
     """name -> [(time per call, some call unclassified)] per run; calls per run;
     run spans; names found asynchronous."""
-    consumers, containers = _consumers(hlo_text), _container_names(hlo_text)
+    consumers, containers = _consumers(module), _container_names(module)
     by_run: dict[Run, list[_Event]] = defaultdict(list)
     for ev in trace.events:
         by_run[ev.run].append(ev)
@@ -601,14 +551,14 @@ def _per_run_per_call(trace: _Trace, hlo_text: str, async_completion: bool) -> _
     return per_run, calls, spans, asyncs
 
 
-def _labels(trace: _Trace, hlo_text: str, async_completion: bool) -> _Labels:
+def _labels(trace: _Trace, module: Module, async_completion: bool) -> _Labels:
     """Per-kernel labels: per run, time per call; then the minimum over runs.
 
     For a kernel found asynchronous in some run, runs in which a call of it could
     not be classified (its event may be the launch only) are left out of the minimum
     unless no other run is left.
     """
-    per_run, calls, spans, asyncs = _per_run_per_call(trace, hlo_text, async_completion)
+    per_run, calls, spans, asyncs = _per_run_per_call(trace, module, async_completion)
     runtime = {}
     for name, values in per_run.items():
         trusted = [t for t, unknown in values if not (unknown and name in asyncs)]
@@ -666,13 +616,6 @@ def _traced_profile(
         return read(jax.profiler.ProfileData.from_file(max(paths, key=os.path.getmtime)))
 
 
-def _module_name(compiled: Any, hlo_text: str) -> str:
-    m = re.match(r"\s*HloModule\s+([\w.\-]+)", hlo_text)
-    if m:
-        return m.group(1)
-    return compiled.runtime_executable().hlo_modules()[0].name
-
-
 def _device_kind(compiled: Any) -> str:
     try:
         return compiled.runtime_executable().local_devices()[0].device_kind
@@ -705,20 +648,21 @@ def measure_kernels(
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     compiled = jax.jit(fn).lower(*args).compile(compiler_options=dict(compiler_options or {}) or None)
     hlo_text = compiled.as_text()
-    module_name, backend = _module_name(compiled, hlo_text), jax.default_backend()
+    module = parse_module(hlo_text)  # parsed once; the helpers below share it
+    module_name, backend = module.name, jax.default_backend()
     async_completion = _backend_spec(backend)[1]
     program_ids = _program_ids(compiled)
     for _ in range(warmup):
         _block(compiled(*args))
     wall = wall_time_ns(compiled, *args, repeats=max(repeats, _MIN_WALL_RUNS))
-    kernels = _kernel_names(hlo_text)
+    kernels = _kernel_names(module)
     if kernels:
         trace = _traced_profile(
             compiled, args, repeats, lambda p: _kernel_events(p, backend, module_name, program_ids)
         )
     else:  # nothing runs (e.g. the identity): nothing to trace
         trace = _Trace([], {}, set())
-    labels = _labels(trace, hlo_text, async_completion)
+    labels = _labels(trace, module, async_completion)
     return Measurement(
         runtime_ns=labels.runtime_ns,
         runs_seen=labels.runs_seen,
@@ -727,7 +671,7 @@ def measure_kernels(
         run_span_ns=labels.run_span_ns,
         hlo_text=hlo_text,
         missing=[k for k in kernels if k not in labels.runtime_ns],
-        nested=_nested_names(hlo_text, set(kernels) | set(labels.runtime_ns)),
+        nested=_nested_names(module, set(kernels) | set(labels.runtime_ns)),
         async_kernels=labels.async_kernels,
         module_name=module_name,
         backend=backend,
