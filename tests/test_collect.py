@@ -109,3 +109,15 @@ def test_cli_stats_json(reference, capsys):
     assert s["kernels"] == len(reference) and s["programs"] == N
     assert cli.main(["data", "stats", str(reference.root)]) == 0
     assert "kernels" in capsys.readouterr().out
+
+
+def test_noise_remeasures_a_sample(tmp_path):
+    out = tmp_path / "noise"
+    collect.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
+    result = collect.measure_noise(out, sample=6, seed=1, progress=False)
+    assert result["sampled"] == min(6, len(data.load_kernel_dataset(out)))
+    assert result["matched"] >= 1 and result["median_rel"] >= 0 and result["p90_rel"] >= result["median_rel"]
+    rows = result["rows"]
+    assert all(r["stored_ns"] > 0 and r["remeasured_ns"] > 0 for r in rows)
+    s = data.stats(data.load_kernel_dataset(out))
+    assert s["noise_median_rel"] == result["median_rel"] and s["noise_p90_rel"] == result["p90_rel"]

@@ -295,3 +295,15 @@ def test_async_rule_on_a_synthetic_run():
     # Without async completion (GPU, TPU), events are taken as they are.
     plain = measure._run_labels([launch, consumer], {}, frozenset(), 540_000.0, False)
     assert [t for t, _ in plain] == [10_000.0, 40_000.0]
+
+
+def test_timeline_of_the_shortest_run():
+    x = jnp.ones((64, 64))
+    m = measure_kernels(lambda a: jnp.tanh(a @ a).sum(0) + 1.0, x, repeats=3)
+    assert m.timeline, "no timeline"
+    names = [name for name, _, _ in m.timeline]
+    assert set(names) <= set(m.runtime_ns)
+    starts = [start for _, start, _ in m.timeline]
+    assert starts[0] == 0 and starts == sorted(starts)
+    assert all(duration > 0 for _, _, duration in m.timeline)
+    assert m.timeline[-1][1] <= min(m.run_span_ns) + 1

@@ -6,6 +6,7 @@ Commands:
                       measure corpus programs into a kernel data set (tpucost.collect)
   data merge --out DIR PART_DIR...   deduplicate several collect folders into one data set
   data stats [DIR] [--json]          summary of a data set (default: the bundled one)
+  data noise [DIR] [--sample N]      re-measure a sample of kernels: the label noise floor
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def cmd_data_merge(args: argparse.Namespace) -> int:
 
 def _print_stats(s: dict) -> None:
     print(f"{s['kernels']} kernels ({s['occurrences']} occurrences) from {s['programs']} programs")
-    print("families:       " + ", ".join(f"{k} {v}" for k, v in s["families"].items()))
-    print("configurations: " + ", ".join(f"{k} {v}" for k, v in s["configurations"].items()))
+    print("families:       " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_family"].items()))
+    print("configurations: " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_configuration"].items()))
     q = s["runtime_ns_quantiles"]
     print("runtime ns:     " + ", ".join(f"q{k} {v:.4g}" for k, v in q.items() if v is not None))
     print(f"noise:          median rel {s['noise_median_rel']}, p90 rel {s['noise_p90_rel']}")
@@ -144,6 +145,24 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled data/kernels_cpu)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_data_stats)
+    p = d.add_parser("noise", help="re-measure a sample of kernels: the label noise floor")
+    p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled data/kernels_cpu)")
+    p.add_argument("--sample", type=int, default=200, help="kernels to re-measure")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_data_noise)
+
+
+def cmd_data_noise(args: argparse.Namespace) -> int:
+    from tpucost import collect
+
+    try:
+        result = collect.measure_noise(args.dir, args.sample, args.seed, progress=not args.no_progress)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

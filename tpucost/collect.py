@@ -37,7 +37,7 @@ from tpucost import data, features, hlo, kernels
 from tpucost.measure import Measurement, measure_kernels
 from tpucost.programs import CONFIGURATIONS, Program, Variant, applicable_configurations, generate_programs
 
-__all__ = ["collect", "finalize", "merge", "measure_program", "read_log", "load_parts"]
+__all__ = ["collect", "finalize", "merge", "measure_program", "measure_noise", "read_log", "load_parts"]
 
 LOG = "log.jsonl"
 PARTS = "parts"
@@ -139,7 +139,8 @@ def collect(out_dir: str | os.PathLike, n_programs: int, seed: int = 0, shard: t
     (out / PARTS).mkdir(parents=True, exist_ok=True)
     done = {(e["program_id"], e["configuration"]) for e in read_log(out) if e.get("status") in ("ok", "error")}
     _append_log(out, {"status": "start", "n_programs": n_programs, "seed": seed, "shard": list(shard),
-                      "repeats": repeats, "resume": resume, "time": time.time()})
+                      "repeats": repeats, "resume": resume, "time": time.time(),
+                      "families": list(families) if families else None})
     n_kernels = n_errors = n_pairs = 0
     t_start = time.perf_counter()
     bar = tqdm(total=None, disable=not progress, unit="config", desc="collect")
@@ -195,3 +196,69 @@ def merge(parts_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     ds = data.dedup(data.concat([data.read_shard(files[name]) for name in sorted(files)]))
     data.save_dataset(ds, out_dir, shard_size)
     return data.load_kernel_dataset(out_dir)
+
+
+def _collection_settings(data_dir: Path) -> tuple[int, int, list[str] | None]:
+    """(n_programs, seed, families) of the collect run that made ``data_dir`` (its log's start line)."""
+    for entry in read_log(data_dir):
+        if entry.get("status") == "start":
+            return int(entry["n_programs"]), int(entry["seed"]), entry.get("families")
+    raise ValueError(f"{data_dir / LOG}: no 'start' line; cannot tell which corpus made this data set")
+
+
+def measure_noise(data_dir: str | os.PathLike | None = None, sample: int = 200, seed: int = 0,
+                  repeats: int | None = None, progress: bool = True) -> dict[str, Any]:
+    """Re-measure a random sample of a data set's kernels and compare with the stored labels.
+
+    Picks ``sample`` kernels at random, regenerates the (program, configuration) each was first
+    measured in, measures it again in this process and matches kernels by fingerprint. The
+    relative difference ``|new - stored| / stored`` of the same kernel between two measurements
+    is the label noise: no model can predict labels closer than that. Returns (and writes to
+    ``noise.json`` beside the data) its median and 90th percentile, plus the per-kernel rows.
+    Run it in a fresh process (``python -m tpucost data noise``), on an otherwise idle machine.
+    """
+    import numpy as np
+
+    root = Path(data_dir) if data_dir is not None else data.default_data_dir()
+    ds = data.load_kernel_dataset(root)
+    n_programs, corpus_seed, families = _collection_settings(root)
+    log = [e for e in read_log(root) if e.get("status") == "ok"]
+    repeats = repeats or max((int(e.get("repeats", 5)) for e in log), default=5)
+    rng = np.random.default_rng(seed)
+    picked = rng.choice(len(ds), size=min(sample, len(ds)), replace=False)
+    wanted: dict[tuple[str, str], list[int]] = {}
+    for i in picked:
+        wanted.setdefault((str(ds.program_id[i]), str(ds.configuration[i])), []).append(int(i))
+    programs = {p.program_id: p for p in generate_programs(n_programs, corpus_seed, families)
+                if any(pid == p.program_id for pid, _ in wanted)}
+    rows = []
+    for (pid, config), indices in _progress(sorted(wanted.items()), progress):
+        records, _ = measure_program(programs[pid], config, repeats)
+        fresh = dict(zip(records.fingerprint.tolist(), records.runtime_ns.tolist(), strict=True))
+        for i in indices:
+            new = fresh.get(str(ds.fingerprint[i]))
+            if new is not None:
+                old = float(ds.runtime_ns[i])
+                rows.append({"kernel": str(ds.name[i]), "program_id": pid, "configuration": config,
+                             "stored_ns": old, "remeasured_ns": new, "rel_diff": abs(new - old) / old})
+    rel = np.array([r["rel_diff"] for r in rows])
+    big = np.array([r["rel_diff"] for r in rows if r["stored_ns"] >= 5_000])
+    result = {
+        "sampled": int(len(picked)), "matched": len(rows), "repeats": repeats, "seed": seed,
+        "median_rel": float(np.median(rel)) if len(rel) else None,
+        "p90_rel": float(np.quantile(rel, 0.9)) if len(rel) else None,
+        "median_rel_ge5us": float(np.median(big)) if len(big) else None,
+        "p90_rel_ge5us": float(np.quantile(big, 0.9)) if len(big) else None,
+        "n_ge5us": int(len(big)),
+        "command": f"python -m tpucost data noise {root} --sample {sample} --seed {seed}",
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rows": rows,
+    }
+    (root / "noise.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _progress(items: list, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(items, disable=not enabled, desc="re-measure", unit="program")

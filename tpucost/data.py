@@ -514,8 +514,9 @@ QUANTILES: tuple[float, ...] = (0.0, 0.1, 0.5, 0.9, 1.0)
 def stats(ds: KernelDataset) -> dict[str, Any]:
     """Summary: kernel and program counts, kernels per family/configuration, runtime quantiles, noise.
 
-    "families" and "configurations" map a name to its number of kernel records (first occurrence);
-    "programs" counts distinct programs over all sources. Noise comes from ``noise.json`` next to
+    "families" and "configurations" count distinct names over all sources; "kernels_per_family"
+    and "kernels_per_configuration" map a name to its number of kernel records (first
+    occurrence); "programs" counts distinct programs over all sources. Noise comes from ``noise.json`` next to
     the data (keys ``median_rel``/``p90_rel``), else None.
     """
     noise: dict[str, Any] = {}
@@ -526,8 +527,10 @@ def stats(ds: KernelDataset) -> dict[str, Any]:
         "kernels": len(ds),
         "occurrences": int(ds.count.sum()),
         "programs": int(len(np.unique(ds.source_program_id))),
-        "families": _value_counts(ds.family),
-        "configurations": _value_counts(ds.configuration),
+        "families": int(len(np.unique(ds.source_family))),
+        "configurations": int(len(np.unique(ds.source_configuration))),
+        "kernels_per_family": _value_counts(ds.family),
+        "kernels_per_configuration": _value_counts(ds.configuration),
         "runtime_ns_quantiles": {str(q): (float(np.quantile(rt, q)) if len(rt) else None) for q in QUANTILES},
         "noise_median_rel": noise.get("median_rel", noise.get("noise_median_rel")),
         "noise_p90_rel": noise.get("p90_rel", noise.get("noise_p90_rel")),

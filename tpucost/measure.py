@@ -63,6 +63,7 @@ the comments there).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import glob
 import os
@@ -114,6 +115,8 @@ class Measurement:
             is already part of their parent's label.
         async_kernels: kernels found asynchronous (label extended past the event).
         module_name, backend, device_kind: what was measured, and where.
+        timeline: the traced run with the shortest span as (kernel, start ns from the
+            run's first kernel, labelled duration ns), in start order: for drawing.
     """
 
     runtime_ns: dict[str, float]
@@ -128,6 +131,7 @@ class Measurement:
     module_name: str
     backend: str
     device_kind: str
+    timeline: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def additivity_ratio(self) -> float:
@@ -441,27 +445,40 @@ def _idle_segments(run_events: list[_Event], containers: frozenset[str]) -> list
 
 def _completion_bound(
     ev: _Event,
-    run_events: list[_Event],
+    starts_by_name: Mapping[str, list[float]],
     consumers: frozenset[str],
-    containers: frozenset[str],
+    container_events: list[_Event],
     run_end: float,
 ) -> float:
     """Latest time ``ev``'s work can have finished: the first start of a kernel that
-    reads its result, else the end of the enclosing container kernel or of the run."""
-    starts = [e.start_ns for e in run_events if e.name in consumers and e.start_ns > ev.start_ns]
+    reads its result, else the end of the enclosing container kernel or of the run.
+
+    ``starts_by_name`` holds each kernel's event starts in this run, sorted, so the
+    next start of a consumer is a binary search (loops make runs of many events).
+    """
+    starts = []
+    for name in consumers:
+        name_starts = starts_by_name.get(name, [])
+        i = bisect.bisect_right(name_starts, ev.start_ns)
+        if i < len(name_starts):
+            starts.append(name_starts[i])
     if starts:
         return min(starts)
-    enclosing = [
-        e.end_ns
-        for e in run_events
-        if e.name in containers and e.start_ns <= ev.start_ns and e.end_ns >= ev.end_ns
-    ]
+    enclosing = [e.end_ns for e in container_events if e.start_ns <= ev.start_ns and e.end_ns >= ev.end_ns]
     return min(enclosing, default=run_end)
 
 
 def _idle_within(lo: float, hi: float, gaps: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The parts of the idle gaps inside [lo, hi], in time order."""
-    return [(max(g0, lo), min(g1, hi)) for g0, g1 in gaps if g1 > lo and g0 < hi]
+    """The parts of the idle gaps inside [lo, hi], in time order (gaps sorted, disjoint)."""
+    out = []
+    i = bisect.bisect_right(gaps, (lo, float("inf")))
+    i = max(i - 1, 0)  # the gap that may contain lo
+    while i < len(gaps) and gaps[i][0] < hi:
+        g0, g1 = gaps[i]
+        if g1 > lo:
+            out.append((max(g0, lo), min(g1, hi)))
+        i += 1
+    return out
 
 
 def _event_label(ev: _Event, bound: float, gaps: list[tuple[float, float]]) -> tuple[float, str]:
@@ -500,12 +517,21 @@ def _run_labels(
     if not async_completion:
         return [(e.end_ns - e.start_ns, SYNC) for e in run_events]
     gaps = _idle_segments(run_events, containers)
+    starts_by_name: dict[str, list[float]] = defaultdict(list)
+    for e in run_events:
+        starts_by_name[e.name].append(e.start_ns)
+    for name_starts in starts_by_name.values():
+        name_starts.sort()
+    container_events = [e for e in run_events if e.name in containers]
     out = []
     for ev in run_events:
         if ev.name in containers:
             out.append((ev.end_ns - ev.start_ns, SYNC))
             continue
-        bound = _completion_bound(ev, run_events, consumers.get(ev.name, frozenset()), containers, run_end)
+        if ev.marker_ns is not None and ev.marker_ns - ev.end_ns <= _ASYNC_SLACK_NS:
+            out.append((ev.end_ns - ev.start_ns, SYNC))  # end marker at the event's end
+            continue
+        bound = _completion_bound(ev, starts_by_name, consumers.get(ev.name, frozenset()), container_events, run_end)
         out.append(_event_label(ev, bound, gaps))
     return out
 
@@ -517,14 +543,16 @@ class _Labels:
     calls_per_run: dict[str, int]
     run_span_ns: list[float]
     async_kernels: list[str]
+    timeline: tuple[tuple[str, float, float], ...]
 
 
-_PerRun = tuple[dict[str, list[tuple[float, bool]]], dict[str, int], list[float], set[str]]
+_Timeline = tuple[tuple[str, float, float], ...]
+_PerRun = tuple[dict[str, list[tuple[float, bool]]], dict[str, int], list[float], set[str], _Timeline]
 
 
 def _per_run_per_call(trace: _Trace, module: Module, async_completion: bool) -> _PerRun:
     """name -> [(time per call, some call unclassified)] per run; calls per run;
-    run spans; names found asynchronous."""
+    run spans; names found asynchronous; the timeline of the shortest run."""
     consumers, containers = _consumers(module), _container_names(module)
     by_run: dict[Run, list[_Event]] = defaultdict(list)
     for ev in trace.events:
@@ -533,12 +561,15 @@ def _per_run_per_call(trace: _Trace, module: Module, async_completion: bool) -> 
     calls: dict[str, int] = {}
     spans: list[float] = []
     asyncs: set[str] = set()
+    timeline: _Timeline = ()
     for run, evs in by_run.items():
         evs.sort(key=lambda e: e.start_ns)
         run_end = trace.run_end_ns.get(run, max(e.end_ns for e in evs))
         spans.append(run_end - evs[0].start_ns)
         total, count, unknown = defaultdict(float), defaultdict(int), defaultdict(bool)
         labels = _run_labels(evs, consumers, containers, run_end, async_completion)
+        if spans[-1] == min(spans):
+            timeline = tuple((ev.name, ev.start_ns - evs[0].start_ns, lab) for ev, (lab, _) in zip(evs, labels, strict=True))
         for ev, (label, kind) in zip(evs, labels, strict=True):
             total[ev.name] += label
             count[ev.name] += 1
@@ -548,7 +579,7 @@ def _per_run_per_call(trace: _Trace, module: Module, async_completion: bool) -> 
         for name in total:
             per_run[name].append((total[name] / count[name], unknown[name]))
             calls[name] = max(calls.get(name, 0), count[name])
-    return per_run, calls, spans, asyncs
+    return per_run, calls, spans, asyncs, timeline
 
 
 def _labels(trace: _Trace, module: Module, async_completion: bool) -> _Labels:
@@ -558,7 +589,7 @@ def _labels(trace: _Trace, module: Module, async_completion: bool) -> _Labels:
     not be classified (its event may be the launch only) are left out of the minimum
     unless no other run is left.
     """
-    per_run, calls, spans, asyncs = _per_run_per_call(trace, module, async_completion)
+    per_run, calls, spans, asyncs, timeline = _per_run_per_call(trace, module, async_completion)
     runtime = {}
     for name, values in per_run.items():
         trusted = [t for t, unknown in values if not (unknown and name in asyncs)]
@@ -569,6 +600,7 @@ def _labels(trace: _Trace, module: Module, async_completion: bool) -> _Labels:
         calls_per_run=calls,
         run_span_ns=spans,
         async_kernels=sorted(asyncs),
+        timeline=timeline,
     )
 
 
@@ -676,4 +708,5 @@ def measure_kernels(
         module_name=module_name,
         backend=backend,
         device_kind=_device_kind(compiled),
+        timeline=labels.timeline,
     )
