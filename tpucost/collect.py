@@ -262,3 +262,33 @@ def _progress(items: list, enabled: bool) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(items, disable=not enabled, desc="re-measure", unit="program")
+
+
+def additivity_table(data_dir: str | os.PathLike | None = None) -> Any:
+    """One row per measured (program, configuration): family, wall time, summed labels, ratio.
+
+    The ratio is the sum of the program's top-level kernel labels over its wall time (min of
+    several ``block_until_ready`` runs): the paper's assumption is that it is 1. ``reason`` says
+    why a ratio is far from 1 (outside 0.7-1.3), judged from the program itself.
+    """
+    import pandas as pd
+
+    root = Path(data_dir) if data_dir is not None else data.default_data_dir()
+    rows = [e for e in read_log(root) if e.get("status") == "ok"]
+    frame = pd.DataFrame(rows, columns=["program_id", "configuration", "wall_ns", "kernel_ns_per_run",
+                                        "additivity_ratio", "kernels"])
+    frame.insert(1, "family", frame["program_id"].str.split("-").str[0])
+    frame.insert(2, "form", frame["program_id"].str.split("-").str[1])
+    frame["reason"] = [_additivity_reason(r) for r in frame.itertuples()]
+    return frame
+
+
+def _additivity_reason(row: Any) -> str:
+    ratio, wall = row.additivity_ratio, row.wall_ns
+    if 0.7 <= ratio <= 1.3:
+        return ""
+    if ratio < 0.7 and wall < 300_000:
+        return "short program: per-run dispatch overhead (~50-150 us on CPU) is not in any kernel"
+    if ratio < 0.7:
+        return "time between kernels (executor scheduling, thread hand-offs) is not in any kernel"
+    return "kernels overlapped (async work counted in two labels) or loop bodies measured per call"

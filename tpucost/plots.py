@@ -16,10 +16,23 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
+    from tpucost.data import KernelDataset
     from tpucost.features import KernelGraph
     from tpucost.kernels import Kernel
+    from tpucost.measure import Measurement
 
-__all__ = ["kernel_to_networkx", "draw_kernel", "feature_heatmap", "kernel_table"]
+__all__ = [
+    "kernel_to_networkx",
+    "draw_kernel",
+    "feature_heatmap",
+    "kernel_table",
+    "kernel_timeline",
+    "additivity_hist",
+    "runtime_by",
+    "opcode_frequencies",
+    "kernel_sizes",
+    "noise_scatter",
+]
 
 
 def kernel_to_networkx(kernel: Kernel) -> nx.DiGraph:
@@ -115,3 +128,94 @@ def kernel_table(kernels: Sequence[Kernel]) -> pd.DataFrame:
             for k in kernels
         ]
     )
+
+
+def _axes(ax: plt.Axes | None, figsize: tuple[float, float]) -> plt.Axes:
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def kernel_timeline(measurement: Measurement, ax: plt.Axes | None = None, max_kernels: int = 40) -> plt.Axes:
+    """Gantt chart of one traced run: a bar per kernel call from its start for its label."""
+    events = list(measurement.timeline)[:max_kernels]
+    ax = _axes(ax, (10, 0.28 * len(events) + 1.5))
+    names = list(dict.fromkeys(name for name, _, _ in events))
+    row = {name: i for i, name in enumerate(names)}
+    for name, start, duration in events:
+        color = "#e76f51" if name in measurement.async_kernels else "#2a9d8f"
+        ax.barh(row[name], duration / 1e3, left=start / 1e3, color=color, height=0.7)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the run's first kernel (us)")
+    wall = min(measurement.wall_ns_per_run) / 1e3
+    ax.set_title(f"{measurement.module_name} on {measurement.backend}: wall {wall:.0f} us, "
+                 f"kernels sum to {measurement.additivity_ratio:.2f}x of it (red: asynchronous kernels)")
+    return ax
+
+
+def additivity_hist(table: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
+    """Distribution of summed kernel labels / wall time per (program, configuration), by family."""
+    import seaborn as sns
+
+    ax = _axes(ax, (8, 0.35 * table["family"].nunique() + 1.5))
+    sns.boxplot(data=table, x="additivity_ratio", y="family", ax=ax, color="#a8dadc", fliersize=2)
+    ax.axvspan(0.7, 1.3, color="#2a9d8f", alpha=0.12, label="0.7-1.3")
+    ax.axvline(1.0, color="#264653", lw=1)
+    ax.set_xlabel("sum of kernel labels / program wall time")
+    ax.legend(loc="lower right")
+    return ax
+
+
+def runtime_by(frame: pd.DataFrame, by: str, ax: plt.Axes | None = None, top: int = 20) -> plt.Axes:
+    """Kernel runtimes (log scale) grouped by a column such as "family" or "kind"."""
+    import seaborn as sns
+
+    order = frame[by].value_counts().index[:top]
+    ax = _axes(ax, (8, 0.35 * len(order) + 1.5))
+    sns.boxplot(data=frame[frame[by].isin(order)], x="runtime_ns", y=by, order=order, ax=ax,
+                log_scale=True, color="#bde0fe", fliersize=1.5)
+    ax.set_xlabel("kernel runtime (ns, log scale)")
+    return ax
+
+
+def opcode_frequencies(dataset: KernelDataset, ax: plt.Axes | None = None, top: int = 25) -> plt.Axes:
+    """How many nodes of each opcode the data set's kernels hold (parameters left out)."""
+    from tpucost.features import OPCODE_VOCAB
+
+    counts = np.bincount(dataset.opcodes, minlength=len(OPCODE_VOCAB))
+    names = np.array(OPCODE_VOCAB)
+    keep = [i for i in np.argsort(-counts) if names[i] != "parameter" and counts[i] > 0][:top]
+    ax = _axes(ax, (8, 0.28 * len(keep) + 1.5))
+    ax.barh(names[keep], counts[keep], color="#457b9d")
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("nodes (log scale)")
+    ax.set_title("opcode frequencies over all kernel nodes")
+    return ax
+
+
+def kernel_sizes(frame: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
+    """Histogram of kernel sizes in nodes (log scale)."""
+    import seaborn as sns
+
+    ax = _axes(ax, (7, 3.5))
+    sns.histplot(data=frame, x="n_nodes", log_scale=True, bins=30, ax=ax, color="#6d597a")
+    ax.set_xlabel("nodes per kernel (log scale)")
+    return ax
+
+
+def noise_scatter(rows: Sequence[dict], ax: plt.Axes | None = None) -> plt.Axes:
+    """Stored label vs the same kernel re-measured in a fresh process (log-log)."""
+    ax = _axes(ax, (5, 5))
+    old = np.array([r["stored_ns"] for r in rows])
+    new = np.array([r["remeasured_ns"] for r in rows])
+    ax.scatter(old, new, s=10, alpha=0.6, color="#264653")
+    lo, hi = min(old.min(), new.min()), max(old.max(), new.max())
+    ax.plot([lo, hi], [lo, hi], color="#e76f51", lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("stored label (ns)")
+    ax.set_ylabel("re-measured (ns)")
+    ax.set_title("label noise: the floor no model can beat")
+    return ax

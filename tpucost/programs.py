@@ -46,32 +46,35 @@ Configurations (``CONFIGURATIONS``)
                            many reductions become YNNPACK fusions (``__ynn_fusion``, kind kCustom);
                            the rest are XLA loop fusions; convolutions run alone.
     ``no_fusion``          ``xla_disable_hlo_passes=fusion``: XLA's loop fusion off, YNNPACK
-                           fusions kept. 39/39 changed, 39 counts, 2741 -> 8895 kernels.
+                           fusions kept. 39/39 changed, 39 counts, 2731 -> 8885 kernels.
     ``no_library_fusion``  YNNPACK/XNNPACK fusion types emptied: dots run alone (Eigen) and XLA
                            fuses the elementwise ops. 38/39 changed (unet forward has no dot),
-                           21 counts, 2741 -> 2631.
-    ``no_fusion_at_all``   both: about one kernel per HLO op. 39/39, 39 counts, 2741 -> 9215.
+                           21 counts, 2731 -> 2621.
+    ``no_fusion_at_all``   both: about one kernel per HLO op. 39/39, 39 counts, 2731 -> 9205.
     ``ynn_dot_only``       ``xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_DOT``: YNNPACK
-                           fuses dots only, no elementwise/reduce fusions. 34/39, 29 counts, 2741 -> 2581.
+                           fuses dots only, no elementwise/reduce fusions. 34/39, 29 counts, 2731 -> 2571.
     ``remat_nothing``      train_step only: the loss under ``jax.checkpoint(policy=nothing_saveable)``,
-                           so the forward pass runs twice. 13/13, 12 counts, 1427 -> 1550.
-                           (On grad forms it only moved a constant: the forward pass is dead code.)
+                           so the forward pass runs twice. 13/13, 12 counts, 1423 -> 1544.
+                           (On grad forms it changed only where a constant factor sat: the
+                           recomputed forward pass is dead code when the loss value is unused.)
     ``remat_dots``         grad and train_step: ``jax.checkpoint(policy=dots_saveable)``: elementwise
-                           results are recomputed in the backward pass. 26/26, 22 counts, 2454 -> 2677.
-    ``scan_unroll``        lstm/gru only: ``lax.scan(unroll=4)``. 6/6, 6 counts, 397 -> 720.
+                           results are recomputed in the backward pass. 26/26, 22 counts, 2446 -> 2665
+                           (in the 4 without a count change, fusions gained reduce-precision
+                           ops, which jax.checkpoint adds, and recomputed elementwise ops).
+    ``scan_unroll``        lstm/gru only: ``lax.scan(unroll=4)``. 6/6, 6 counts, 387 -> 710.
 
     Tried and dropped. Identical optimized HLO on a dense + softmax + conv test program:
     ``xla_cpu_enable_fast_math``, ``xla_backend_optimization_level=0``, ``xla_cpu_use_xnnpack=False``,
     ``xla_cpu_use_fusion_emitters=False``, ``xla_cpu_max_isa=SSE4_2``,
     ``xla_cpu_parallel_codegen_split_count=1``, ``xla_cpu_prefer_vector_width=128``,
     ``xla_cpu_experimental_xnn_fusion_type`` alone, ``..._ynn_fusion_type=LIBRARY_FUSION_TYPE_REDUCE``
-    alone (``DOT,ELTWISE,REDUCE`` is the default), ``xla_disable_hlo_passes=cpu-instruction-fusion``.
+    alone (``DOT,ELTWISE,REDUCE`` gave the default's HLO), ``xla_disable_hlo_passes=cpu-instruction-fusion``.
     ``..._ynn_fusion_type=LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT`` cut programs exactly like
     ``no_library_fusion`` (only the dot's library differed). ``xla_cpu_use_thunk_runtime`` no longer
     exists (INVALID_ARGUMENT: No such compile option); enum options take full names
     (``LIBRARY_FUSION_TYPE_DOT``, not ``dot``). ``lax.optimization_barrier`` changes nothing
-    (shared notes). The compile options were checked on XLA:CPU only (GPU's fusion pass has another
-    name), so those configurations are CPU-only in :func:`applicable_configurations`.
+    (shared notes). The compile options were checked on XLA:CPU only, not on GPU or TPU, so those
+    configurations are CPU-only in :func:`applicable_configurations`.
 
 Example::
 
