@@ -121,3 +121,17 @@ def test_noise_remeasures_a_sample(tmp_path):
     assert all(r["stored_ns"] > 0 and r["remeasured_ns"] > 0 for r in rows)
     s = data.stats(data.load_kernel_dataset(out))
     assert s["noise_median_rel"] == result["median_rel"] and s["noise_p90_rel"] == result["p90_rel"]
+
+
+def test_additivity_table_and_cli(tmp_path, capsys):
+    out = tmp_path / "add"
+    collect.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
+    table = collect.additivity_table(out)
+    assert len(table) == 2 and set(table["family"]) == {"mlp"}
+    assert (table["additivity_ratio"] > 0).all()
+    far = (table["additivity_ratio"] < 0.7) | (table["additivity_ratio"] > 1.3)
+    assert ((table["reason"] != "") == far).all()
+    assert cli.main(["data", "additivity", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["pairs"] == 2 and set(summary["median_by_family"]) == {"mlp"}
+    assert cli.main(["data", "additivity", str(tmp_path / "empty")]) == 2

@@ -7,6 +7,7 @@ Commands:
   data merge --out DIR PART_DIR...   deduplicate several collect folders into one data set
   data stats [DIR] [--json]          summary of a data set (default: the bundled one)
   data noise [DIR] [--sample N]      re-measure a sample of kernels: the label noise floor
+  data additivity [DIR]              summed kernel labels / program wall time, from the collect log
 """
 
 from __future__ import annotations
@@ -151,6 +152,20 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_data_noise)
+    p = d.add_parser("additivity", help="sum of kernel labels / program wall time, over a collect log")
+    p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled data/kernels_cpu)")
+    p.set_defaults(func=cmd_data_additivity)
+
+
+def cmd_data_additivity(args: argparse.Namespace) -> int:
+    from tpucost import collect
+
+    table = collect.additivity_table(args.dir)
+    if table.empty:
+        print(f"error: no measured programs in the log of {args.dir or 'the bundled data set'}", file=sys.stderr)
+        return 2
+    print(json.dumps(collect.additivity_summary(table), indent=1))
+    return 0
 
 
 def cmd_data_noise(args: argparse.Namespace) -> int:

@@ -292,3 +292,16 @@ def _additivity_reason(row: Any) -> str:
     if ratio < 0.7:
         return "time between kernels (executor scheduling, thread hand-offs) is not in any kernel"
     return "kernels overlapped (async work counted in two labels) or loop bodies measured per call"
+
+
+def additivity_summary(table: Any) -> dict[str, Any]:
+    """Quantiles of the additivity ratio, per-family medians, and the pairs outside 0.7-1.3 by reason."""
+    ratio = table["additivity_ratio"]
+    far = table[table["reason"] != ""]
+    return {
+        "pairs": int(len(table)),
+        "quantiles": {str(q): float(ratio.quantile(q)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)},
+        "within_0.7_1.3": float(((ratio >= 0.7) & (ratio <= 1.3)).mean()),
+        "median_by_family": {k: float(v) for k, v in table.groupby("family")["additivity_ratio"].median().items()},
+        "outside_by_reason": {k: int(v) for k, v in far["reason"].value_counts().items()},
+    }
