@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tpucost import hlo, kernels
@@ -44,6 +44,15 @@ def _print_hlo_table(summary: dict) -> None:
         print(f"{k['name']:<{width}}  {k['opcode']:<20} {k['nodes']:>5} {k['edges']:>5}")
 
 
+def _emit(result: dict, as_json: bool, print_table: Callable[[dict], None]) -> int:
+    """Print a command's result as JSON or as its readable table; exit code 0."""
+    if as_json:
+        print(json.dumps(result, indent=1))
+    else:
+        print_table(result)
+    return 0
+
+
 def cmd_hlo(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
@@ -54,11 +63,7 @@ def cmd_hlo(args: argparse.Namespace) -> int:
     except hlo.HloParseError as err:
         print(f"error: {err}", file=sys.stderr)  # file:line:column: message
         return 2
-    if args.json:
-        print(json.dumps(summary, indent=1))
-    else:
-        _print_hlo_table(summary)
-    return 0
+    return _emit(summary, args.json, _print_hlo_table)
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -117,11 +122,7 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(s, indent=1))
-    else:
-        _print_stats(s)
-    return 0
+    return _emit(s, args.json, _print_stats)
 
 
 def _add_data_commands(sub: argparse._SubParsersAction) -> None:

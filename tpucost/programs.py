@@ -589,15 +589,20 @@ def causal_decoder(rng: np.random.Generator) -> Model:
     return Model(hp, params, batch, apply)
 
 
-def lstm(rng: np.random.Generator) -> Model:
-    """LSTM over time with ``lax.scan`` (one fused 4-gate matmul per step), regression on the last state."""
-    hp = {
+def _recurrent_hparams(rng: np.random.Generator) -> dict[str, Any]:
+    """Hyperparameters shared by the recurrent families (lstm, gru)."""
+    return {
         "batch": _pick(rng, [4, 8, 16, 32]),
         "seq": _pick(rng, [8, 16, 32]),
         "in_dim": _pick(rng, [16, 32, 64]),
         "hidden": _pick(rng, [32, 64, 128]),
         "dtype": _dtype(rng),
     }
+
+
+def lstm(rng: np.random.Generator) -> Model:
+    """LSTM over time with ``lax.scan`` (one fused 4-gate matmul per step), regression on the last state."""
+    hp = _recurrent_hparams(rng)
     h, dt = hp["hidden"], hp["dtype"]
     params = {"cell": _dense_init(rng, hp["in_dim"] + h, 4 * h, dt), "head": _dense_init(rng, h, 1, dt)}
     batch = {
@@ -623,13 +628,7 @@ def lstm(rng: np.random.Generator) -> Model:
 
 def gru(rng: np.random.Generator) -> Model:
     """GRU over time with ``lax.scan``; outputs every hidden state through a dense head."""
-    hp = {
-        "batch": _pick(rng, [4, 8, 16, 32]),
-        "seq": _pick(rng, [8, 16, 32]),
-        "in_dim": _pick(rng, [16, 32, 64]),
-        "hidden": _pick(rng, [32, 64, 128]),
-        "dtype": _dtype(rng),
-    }
+    hp = _recurrent_hparams(rng)
     h, dt = hp["hidden"], hp["dtype"]
     params = {
         "x_gates": _dense_init(rng, hp["in_dim"], 3 * h, dt),
