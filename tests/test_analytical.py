@@ -1,0 +1,198 @@
+"""Tests of the analytical baseline: kernel costs, the roofline, calibration and per-kind scaling."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tpucost import analytical
+from tpucost.analytical import (
+    AnalyticalModel,
+    DeviceRoofline,
+    KernelCost,
+    calibrate,
+    kernel_cost,
+    roofline_ns,
+)
+from tpucost.features import KernelGraph, featurize
+from tpucost.hlo import parse_module
+from tpucost.kernels import decompose
+
+# keep a dot a lone `dot` kernel on XLA:CPU (no YNNPACK/XNNPACK fusion)
+NO_LIBRARY_FUSION = {"xla_cpu_experimental_ynn_fusion_type": "", "xla_cpu_experimental_xnn_fusion_type": ""}
+
+
+def graphs_of(fn, *args, options=None) -> list[KernelGraph]:
+    text = jax.jit(fn).lower(*args).compile(compiler_options=options).as_text()
+    return [featurize(k) for k in decompose(parse_module(text))]
+
+
+def only(graphs: list[KernelGraph], kind: str) -> KernelGraph:
+    found = [g for g in graphs if g.kind == kind]
+    assert len(found) == 1, [(g.name, g.kind) for g in graphs]
+    return found[0]
+
+
+def test_dot_flops_and_bytes():
+    g = only(graphs_of(lambda a, b: a @ b, jnp.ones((64, 128)), jnp.ones((128, 32)), options=NO_LIBRARY_FUSION),
+             "dot")  # fmt: skip
+    assert kernel_cost(g) == KernelCost(2 * 64 * 128 * 32, 0, 4 * (64 * 128 + 128 * 32), 4 * 64 * 32)
+
+
+def test_dot_transposed_lhs_contracts_the_right_dim():
+    g = only(graphs_of(lambda a, b: a.T @ b, jnp.ones((128, 64)), jnp.ones((128, 32)), options=NO_LIBRARY_FUSION),
+             "dot")  # fmt: skip
+    assert kernel_cost(g).flops == 2 * 64 * 128 * 32
+
+
+def test_convolution_flops():
+    x, w = jnp.ones((2, 16, 16, 8)), jnp.ones((3, 3, 8, 4))
+    conv = lambda x, w: jax.lax.conv_general_dilated(  # noqa: E731
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+    c = kernel_cost(only(graphs_of(conv, x, w, options=NO_LIBRARY_FUSION), "convolution"))
+    assert c.flops == 2 * (2 * 16 * 16 * 4) * (3 * 3) * 8
+    assert c.bytes_read == 4 * (x.size + w.size) and c.bytes_written == 4 * 2 * 16 * 16 * 4
+
+
+def test_grouped_convolution_counts_features_per_group():
+    x, w = jnp.ones((1, 8, 8, 8)), jnp.ones((3, 3, 2, 8))  # 4 groups of 2 input features
+    conv = lambda x, w: jax.lax.conv_general_dilated(  # noqa: E731
+        x, w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=4
+    )
+    c = kernel_cost(only(graphs_of(conv, x, w, options=NO_LIBRARY_FUSION), "convolution"))
+    assert c.flops == 2 * (6 * 6 * 8) * 9 * 2
+
+
+def test_exp_is_transcendental():
+    (g,) = graphs_of(jnp.exp, jnp.ones((1000,)))
+    assert kernel_cost(g) == KernelCost(0, 1000, 4000, 4000)
+
+
+HLO = """HloModule m, entry_computation_layout={(f32[64,128]{0,1}, f32[128,32]{1,0})->f32[64,32]{1,0}}
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+fused {
+  p0 = f32[64,32]{1,0} parameter(0)
+  p1 = f32[64,32]{1,0} parameter(1)
+  s = f32[64,32]{1,0} add(p0, p1)
+  m = f32[64,32]{1,0} multiply(p0, p1)
+  e = f32[64,32]{1,0} tanh(m)
+  ROOT t = (f32[64,32]{1,0}, f32[64,32]{1,0}) tuple(s, e)
+}
+
+ENTRY main {
+  x = f32[64,128]{0,1} parameter(0)
+  y = f32[128,32]{1,0} parameter(1)
+  d = f32[64,32]{1,0} dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  z = f32[] constant(0)
+  r = f32[32]{0} reduce(d, z), dimensions={0}, to_apply=add
+  c = f32[64,32]{0,1} copy(d)
+  f = (f32[64,32]{1,0}, f32[64,32]{1,0}) fusion(d, d), kind=kLoop, calls=fused
+  ROOT o = f32[64,32]{1,0} get-tuple-element(f), index=0
+}
+"""
+
+
+def test_hand_written_module_rules():
+    costs = {k.name: kernel_cost(featurize(k)) for k in decompose(parse_module(HLO))}
+    # lhs laid out {0,1}: its minor-most dim is logical dim 0 (64); contracting dim 1 is 128
+    assert costs["d"] == KernelCost(2 * 64 * 32 * 128, 0, 4 * (64 * 128 + 128 * 32), 4 * 64 * 32)
+    assert costs["r"] == KernelCost(64 * 32, 0, 4 * 64 * 32 + 4, 4 * 32)
+    assert costs["c"] == KernelCost(0, 0, 4 * 64 * 32, 4 * 64 * 32)  # data movement: no flops
+    # multi-output fusion: the root tuple is not written twice; add + multiply flops, tanh transcendental
+    assert costs["f"] == KernelCost(2 * 64 * 32, 64 * 32, 2 * 4 * 64 * 32, 2 * 4 * 64 * 32)
+
+
+def test_kernel_cost_rejects_foreign_layouts():
+    g = KernelGraph(np.zeros(2, np.int32), np.zeros((2, 140), np.float32), np.zeros(0, np.int32),
+                    np.zeros(0, np.int32), "k", "kLoop")  # fmt: skip
+    with pytest.raises(ValueError, match="feature layout"):
+        kernel_cost(g)
+
+
+ROOF = DeviceRoofline(peak_flops=1e12, peak_transcendentals=1e10, bandwidth_bytes_per_s=1e11,
+                      launch_overhead_ns=1000.0, backend="test", device_kind="test")  # fmt: skip
+
+
+def test_roofline_ns_takes_the_binding_limit():
+    assert roofline_ns(KernelCost(1e9, 0, 0, 0), ROOF) == pytest.approx(1000 + 1e6)  # compute bound
+    assert roofline_ns(KernelCost(1e3, 1e6, 0, 0), ROOF) == pytest.approx(1000 + 1e5)  # transcendentals
+    assert roofline_ns(KernelCost(1e3, 0, 6e6, 4e6), ROOF) == pytest.approx(1000 + 1e5)  # memory bound
+    assert roofline_ns(KernelCost(0, 0, 0, 0), ROOF) == 1000
+
+
+def test_calibrate_measures_then_reads_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
+    rl = calibrate(repeats=2, min_time_s=0.002)
+    values = [rl.peak_flops, rl.peak_transcendentals, rl.bandwidth_bytes_per_s, rl.launch_overhead_ns]
+    assert all(math.isfinite(v) and v > 0 for v in values), rl
+    assert rl.backend == jax.default_backend()
+    (path,) = tmp_path.glob("roofline-*.json")
+    assert path == analytical.default_cache_path(rl.backend, rl.device_kind)
+    assert json.loads(path.read_text())["peak_flops"] == rl.peak_flops
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("measured again instead of reading the cache")
+
+    monkeypatch.setattr(analytical, "_measure", no_measuring)
+    assert calibrate() == rl
+    with pytest.raises(AssertionError, match="measured again"):
+        calibrate(force=True)
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    """Kernel graphs of two kinds (kLoop exps, lone dots) of several sizes."""
+    graphs = []
+    for n in (100, 1000, 10_000, 100_000):
+        graphs += graphs_of(jnp.exp, jnp.ones((n,)))
+    for m in (8, 32, 128):
+        graphs += graphs_of(
+            lambda a, b: a @ b, jnp.ones((m, 64)), jnp.ones((64, m)), options=NO_LIBRARY_FUSION
+        )
+    assert sorted({g.kind for g in graphs}) == ["dot", "kLoop"]
+    return graphs
+
+
+def test_model_recovers_per_kind_scale(synthetic):
+    true_scale = {"kLoop": 3.0, "dot": 0.5}
+    est = np.array([roofline_ns(kernel_cost(g), ROOF) for g in synthetic])
+    y = est * np.array([true_scale[g.kind] for g in synthetic])
+    model = AnalyticalModel(ROOF).fit(synthetic, y)
+    assert model.coefficients == pytest.approx(true_scale)
+    assert model.counts == {"kLoop": 4, "dot": 3}
+    np.testing.assert_allclose(model.predict(synthetic), y, rtol=1e-9)
+    # an unseen kind falls back to the global coefficient (median over all training kernels)
+    assert model.coefficient("convolution") == model.global_coefficient == pytest.approx(3.0)
+    # round trip
+    again = AnalyticalModel.from_json(model.to_json())
+    np.testing.assert_allclose(again.predict(synthetic), y, rtol=1e-12)
+    assert again.roofline == ROOF
+
+
+def test_model_uses_only_the_training_data(synthetic):
+    est = np.array([roofline_ns(kernel_cost(g), ROOF) for g in synthetic])
+    kinds = np.array([g.kind for g in synthetic])
+    train = np.array([0, 1, 2, 4, 5])  # three exps, two dots
+    y = est * np.where(kinds == "dot", 2.0, 5.0)
+    y_test_garbage = y.copy()
+    y_test_garbage[[3, 6]] *= 1000.0  # held-out kernels' labels must not matter
+    for labels in (y, y_test_garbage):
+        model = AnalyticalModel(ROOF).fit([synthetic[i] for i in train], labels[train], kinds[train])
+        assert model.coefficients == pytest.approx({"dot": 2.0, "kLoop": 5.0})
+        assert sum(model.counts.values()) == len(train)
+    # explicit kinds override graph.kind; predict before fit is an error
+    assert AnalyticalModel(ROOF).fit(synthetic, y, ["all"] * len(synthetic)).coefficients.keys() == {"all"}
+    with pytest.raises(RuntimeError):
+        AnalyticalModel(ROOF).predict(synthetic)

@@ -1,0 +1,97 @@
+"""Tests of the paper's metrics on hand-made examples."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tpucost.evaluate import TABLE_COLUMNS, comparison_table, error_by_kind, evaluate, kendall_tau, mape
+
+
+def test_mape():
+    assert mape([110, 90], [100, 100]) == pytest.approx(10.0)
+    assert mape([150], [100]) == pytest.approx(50.0)
+    assert mape(np.array([0.0]), np.array([4.0])) == pytest.approx(100.0)
+    assert math.isnan(mape([], []))
+    with pytest.raises(ValueError):
+        mape([1, 2], [1])
+
+
+def test_kendall_tau():
+    assert kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert kendall_tau([4, 3, 2, 1], [10, 20, 30, 40]) == pytest.approx(-1.0)
+    assert kendall_tau([1, 3, 2], [1, 2, 3]) == pytest.approx(1 / 3)
+    assert math.isnan(kendall_tau([1.0], [2.0]))
+    assert math.isnan(kendall_tau([], []))
+
+
+# program: (true ns, predicted ns)
+PROGRAMS = {
+    "A": ([1000, 2000, 10_000, 20_000], [1100, 2000, 12_000, 20_000]),  # <5us APE 10, 0; >=5us 20, 0; tau 1
+    "B": ([1000, 6000], [1500, 3000]),  # <5us 50; >=5us 50; tau 1
+    "C": ([4999.9, 5000], [4999.9, 10_000]),  # 5000 ns exactly counts as >=5us: <5us 0; >=5us 100; tau 1
+    "D": ([8000, 9000], [9000, 8000]),  # >=5us only: (12.5 + 100/9) / 2; tau -1
+}
+
+
+def flat(programs=PROGRAMS):
+    true, pred, prog = [], [], []
+    for p, (t, y) in programs.items():
+        true += t
+        pred += y
+        prog += [p] * len(t)
+    return np.array(pred, float), np.array(true, float), np.array(prog)
+
+
+def test_evaluate_takes_medians_across_programs():
+    pred, true, prog = flat()
+    r = evaluate(pred, true, prog)
+    d_ge = (12.5 + 100 / 9) / 2
+    assert r["mape_ge5us"] == pytest.approx((d_ge + 50.0) / 2)  # median of 10, 50, 100, d_ge
+    assert r["mape_lt5us"] == pytest.approx(5.0)  # median of 5, 50, 0 (D has no short kernel)
+    assert r["kendall_median"] == pytest.approx(1.0)  # median of 1, 1, 1, -1
+    assert (r["n_kernels"], r["n_programs"]) == (10, 4)
+    assert (r["n_programs_ge5us"], r["n_programs_lt5us"], r["n_programs_tau"]) == (4, 3, 4)
+    assert r["n_dropped"] == 0 and "per_family" not in r
+    # the median is across programs, not over kernels: shuffling kernels changes nothing
+    perm = np.random.default_rng(0).permutation(len(true))
+    assert evaluate(pred[perm], true[perm], prog[perm]) == r
+
+
+def test_evaluate_per_family_and_dropping():
+    pred, true, prog = flat()
+    fam = np.where(np.isin(prog, ["A", "B"]), "cnn", "mlp")
+    r = evaluate(pred, true, prog, families=fam)
+    assert set(r["per_family"]) == {"cnn", "mlp"}
+    cnn, mlp = r["per_family"]["cnn"], r["per_family"]["mlp"]
+    assert cnn["mape_ge5us"] == pytest.approx(30.0) and cnn["mape_lt5us"] == pytest.approx(27.5)
+    assert mlp["mape_lt5us"] == pytest.approx(0.0) and mlp["kendall_median"] == pytest.approx(0.0)
+    assert (cnn["n_programs"], mlp["n_kernels"]) == (2, 4)
+    # non-positive labels and non-finite predictions are dropped and counted
+    r2 = evaluate(np.append(pred, [np.nan, 1.0]), np.append(true, [100.0, 0.0]), np.append(prog, ["A", "A"]))
+    assert r2["n_dropped"] == 2 and r2["mape_ge5us"] == r["mape_ge5us"]
+
+
+def test_evaluate_without_long_kernels_gives_nan():
+    r = evaluate([100.0, 300.0], [100.0, 200.0], ["p", "p"])
+    assert math.isnan(r["mape_ge5us"]) and r["mape_lt5us"] == pytest.approx(25.0)
+    assert r["kendall_median"] == pytest.approx(1.0)
+
+
+def test_comparison_table_shape_and_order():
+    pred, true, prog = flat()
+    r = evaluate(pred, true, prog)
+    table = comparison_table({"analytical": r, "mine": r, "gnn": r, "lstm": r})
+    assert table.shape == (4, 5) and list(table.columns) == list(TABLE_COLUMNS)
+    assert list(table.index) == ["gnn", "lstm", "analytical", "mine"]
+    assert table.loc["gnn", "kernels"] == 10 and table.loc["lstm", "programs"] == 4
+    assert table.loc["analytical", "MAPE <5us"] == pytest.approx(5.0)
+
+
+def test_error_by_kind():
+    df = error_by_kind([110, 90, 100, 300], [100, 100, 100, 100], ["kLoop", "kLoop", "kLoop", "dot"])
+    assert list(df.index) == ["kLoop", "dot"]
+    assert df.loc["kLoop", "median_ape"] == pytest.approx(10.0)
+    assert df.loc["kLoop", "count"] == 3 and df.loc["dot", "median_ape"] == pytest.approx(200.0)

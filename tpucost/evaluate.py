@@ -1,0 +1,178 @@
+"""The paper's metrics for the kernel-runtime (fusion) task, and tables to compare methods.
+
+How `evaluate` computes them (Kaufman et al. report medians across programs)
+-----------------------------------------------------------------------------
+Kernels are grouped by program (``program_ids``). For each program P:
+
+* ``APE_i = 100 * |pred_i - true_i| / true_i`` for each kernel i of P;
+* ``MAPE>=5us(P)`` = mean APE over P's kernels with ``true >= 5000 ns``; ``MAPE<5us(P)`` = mean
+  APE over those with ``true < 5000 ns`` (a program with no kernel on one side has no value there);
+* ``tau(P)`` = Kendall's tau-b (`scipy.stats.kendalltau`) between predicted and measured runtimes
+  of all P's kernels (undefined, i.e. left out, for programs with < 2 kernels or constant values).
+
+Then ``mape_ge5us`` / ``mape_lt5us`` / ``kendall_median`` are the MEDIANS of those per-program
+values over the programs that have one (nan when none does). ``n_kernels`` / ``n_programs``
+count what was evaluated; ``n_programs_ge5us``, ``n_programs_lt5us``, ``n_programs_tau`` count
+the programs behind each median. With ``families`` given, ``per_family[f]`` holds the same
+metrics computed on the kernels of family f only.
+
+Kernels with a non-positive or non-finite measured runtime, or a non-finite prediction, are
+dropped (``n_dropped`` counts them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+__all__ = [
+    "THRESHOLD_NS",
+    "METHOD_ORDER",
+    "TABLE_COLUMNS",
+    "mape",
+    "kendall_tau",
+    "evaluate",
+    "comparison_table",
+    "error_by_kind",
+]
+
+#: The paper's split between short and long kernels: 5 us.
+THRESHOLD_NS = 5_000.0
+#: Row order of `comparison_table` (other methods follow, in the order given).
+METHOD_ORDER: tuple[str, ...] = ("gnn", "lstm", "analytical")
+#: Columns of `comparison_table`, after the paper's Table 2.
+TABLE_COLUMNS: tuple[str, ...] = ("MAPE >=5us", "MAPE <5us", "Kendall tau", "kernels", "programs")
+
+
+def _arrays(pred: Any, true: Any) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(pred, dtype=np.float64).reshape(-1)
+    t = np.asarray(true, dtype=np.float64).reshape(-1)
+    if p.shape != t.shape:
+        raise ValueError(f"pred and true differ in length: {p.shape[0]} vs {t.shape[0]}")
+    return p, t
+
+
+def mape(pred: Any, true: Any) -> float:
+    """Mean absolute percentage error, in percent: ``100 * mean(|pred - true| / true)``; nan if empty."""
+    p, t = _arrays(pred, true)
+    if p.size == 0:
+        return float("nan")
+    return float(100.0 * np.mean(np.abs(p - t) / t))
+
+
+def kendall_tau(pred: Any, true: Any) -> float:
+    """Kendall's tau-b of `pred` against `true` (`scipy.stats.kendalltau`); nan for < 2 items."""
+    p, t = _arrays(pred, true)
+    if p.size < 2:
+        return float("nan")
+    return float(stats.kendalltau(p, t).statistic)
+
+
+def _median(values: list[float]) -> float:
+    vals = [v for v in values if np.isfinite(v)]
+    return float(np.median(vals)) if vals else float("nan")
+
+
+def _metrics(p: np.ndarray, t: np.ndarray, prog: np.ndarray) -> dict[str, Any]:
+    ge, lt, taus = [], [], []
+    for pid in np.unique(prog):
+        m = prog == pid
+        pp, tt = p[m], t[m]
+        long_ = tt >= THRESHOLD_NS
+        if long_.any():
+            ge.append(mape(pp[long_], tt[long_]))
+        if (~long_).any():
+            lt.append(mape(pp[~long_], tt[~long_]))
+        tau = kendall_tau(pp, tt)
+        if np.isfinite(tau):
+            taus.append(tau)
+    return {
+        "mape_ge5us": _median(ge),
+        "mape_lt5us": _median(lt),
+        "kendall_median": _median(taus),
+        "n_kernels": int(p.size),
+        "n_programs": int(np.unique(prog).size),
+        "n_programs_ge5us": len(ge),
+        "n_programs_lt5us": len(lt),
+        "n_programs_tau": len(taus),
+    }
+
+
+def evaluate(pred_ns: Any, true_ns: Any, program_ids: Any, families: Any = None) -> dict[str, Any]:
+    """The paper's fusion-task metrics (see the module docstring for exactly how).
+
+    Args:
+      pred_ns: predicted kernel runtimes (ns).
+      true_ns: measured kernel runtimes (ns).
+      program_ids: the program of each kernel.
+      families: optionally the family of each kernel, for ``per_family``.
+
+    Returns:
+      dict with ``mape_ge5us``, ``mape_lt5us``, ``kendall_median``, ``n_kernels``, ``n_programs``,
+      ``n_programs_ge5us``, ``n_programs_lt5us``, ``n_programs_tau``, ``n_dropped``, and
+      ``per_family`` ({family: the same metrics}) when `families` is given.
+    """
+    p, t = _arrays(pred_ns, true_ns)
+    prog = np.asarray(program_ids).astype(str).reshape(-1)
+    if prog.shape != p.shape:
+        raise ValueError(f"got {prog.shape[0]} program ids for {p.shape[0]} kernels")
+    fam = None
+    if families is not None:
+        fam = np.asarray(families).astype(str).reshape(-1)
+        if fam.shape != p.shape:
+            raise ValueError(f"got {fam.shape[0]} families for {p.shape[0]} kernels")
+    ok = np.isfinite(p) & np.isfinite(t) & (t > 0)
+    out = _metrics(p[ok], t[ok], prog[ok])
+    out["n_dropped"] = int((~ok).sum())
+    if fam is not None:
+        f_ok = fam[ok]
+        out["per_family"] = {
+            str(f): _metrics(p[ok][f_ok == f], t[ok][f_ok == f], prog[ok][f_ok == f]) for f in np.unique(f_ok)
+        }
+    return out
+
+
+def comparison_table(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Methods side by side, shaped like the paper's Table 2.
+
+    Args:
+      results: method name -> an `evaluate` result. Rows follow `METHOD_ORDER` (gnn, lstm,
+        analytical), then any other methods in the given order.
+
+    Returns:
+      DataFrame indexed by method with columns `TABLE_COLUMNS`.
+    """
+    names = [m for m in METHOD_ORDER if m in results] + [m for m in results if m not in METHOD_ORDER]
+    rows = [
+        [results[m].get("mape_ge5us", np.nan), results[m].get("mape_lt5us", np.nan),
+         results[m].get("kendall_median", np.nan), results[m].get("n_kernels", 0), results[m].get("n_programs", 0)]
+        for m in names
+    ]  # fmt: skip
+    df = pd.DataFrame(rows, index=pd.Index(names, name="method"), columns=list(TABLE_COLUMNS))
+    return df.astype({"MAPE >=5us": float, "MAPE <5us": float, "Kendall tau": float,
+                      "kernels": int, "programs": int})  # fmt: skip
+
+
+def error_by_kind(pred_ns: Any, true_ns: Any, kinds: Sequence[str] | np.ndarray) -> pd.DataFrame:
+    """Median absolute percentage error per kernel kind.
+
+    Returns:
+      DataFrame indexed by kind (most kernels first) with columns ``median_ape`` (percent),
+      ``mape`` (percent), ``count``, ``median_true_ns``.
+    """
+    p, t = _arrays(pred_ns, true_ns)
+    k = np.asarray(kinds).astype(str).reshape(-1)
+    if k.shape != p.shape:
+        raise ValueError(f"got {k.shape[0]} kinds for {p.shape[0]} kernels")
+    ok = np.isfinite(p) & np.isfinite(t) & (t > 0)
+    df = pd.DataFrame({"kind": k[ok], "ape": 100.0 * np.abs(p[ok] - t[ok]) / t[ok], "true": t[ok]})
+    columns = ["median_ape", "mape", "count", "median_true_ns"]
+    if df.empty:
+        return pd.DataFrame(columns=columns, index=pd.Index([], name="kind"))
+    out = df.groupby("kind").agg(median_ape=("ape", "median"), mape=("ape", "mean"), count=("ape", "size"),
+                                 median_true_ns=("true", "median"))  # fmt: skip
+    return out.sort_values(["count", "median_ape"], ascending=[False, True])[columns]
