@@ -7,3 +7,14 @@ A tutorial package after "A Learned Performance Model for Tensor Processing Unit
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["CostModel"]
+
+
+def __getattr__(name: str):
+    """`tpucost.CostModel` without importing jax for `import tpucost.hlo`."""
+    if name == "CostModel":
+        from tpucost.costmodel import CostModel
+
+        return CostModel
+    raise AttributeError(f"module 'tpucost' has no attribute {name!r}")

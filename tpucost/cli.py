@@ -8,11 +8,18 @@ Commands:
   data stats [DIR] [--json]          summary of a data set (default: the bundled one)
   data noise [DIR] [--sample N]      re-measure a sample of kernels: the label noise floor
   data additivity [DIR]              summed kernel labels / program wall time, from the collect log
+  train --task kernel [--data DIR] [--split random|hard] [--out DIR] [--epochs N] [--smoke]
+                      train the GNN and LSTM, fit the analytical baseline, evaluate on the test part
+  evaluate --task kernel [--model DIR] [--data DIR] --split random|hard [--json]
+                      metrics of the three methods on the split's test part (Table 2)
+  predict [--model DIR] [--method gnn|lstm|analytical] FILE.hlo [--json]
+                      predicted runtime of each kernel of an optimized HLO file, and the total
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -181,6 +188,111 @@ def cmd_data_noise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_task(task: str) -> None:
+    if task != "kernel":
+        raise SystemExit(f"error: --task {task!r} is not available yet (only 'kernel', the runtime task)")
+
+
+def _dataset(path: str | None):
+    from tpucost import data
+
+    return data.load_kernel_dataset(path)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from tpucost import costmodel, train
+
+    _check_task(args.task)
+    config = train.TrainConfig.smoke() if args.smoke else train.TrainConfig()
+    if args.epochs is not None:
+        config = dataclasses.replace(config, epochs=args.epochs)
+    out = args.out or str(costmodel.default_model_dir(args.split))
+    try:
+        ds = _dataset(args.data)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    report = costmodel.train_kernel_models(ds, args.split, out, config, progress=not args.no_progress,
+                                           data_dir=args.data)
+    print(json.dumps({"out": out, "train_seconds": report["train_seconds"],
+                      **{m: _headline(r) for m, r in report["results"].items()}}, indent=1))
+    return 0
+
+
+def _headline(result: dict) -> dict:
+    keys = ("mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs")
+    return {k: result.get(k) for k in keys}
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from tpucost import costmodel
+
+    _check_task(args.task)
+    model_dir = args.model or str(costmodel.default_model_dir(args.split))
+    try:
+        results = costmodel.evaluate_kernel_models(model_dir, _dataset(args.data), args.split)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    summary = {m: _headline(r) for m, r in results.items()}
+    return _emit(summary, args.json, _print_table2)
+
+
+def _print_table2(summary: dict) -> None:
+    from tpucost import evaluate
+
+    print(evaluate.comparison_table(summary).to_string())
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from tpucost import costmodel
+
+    path = Path(args.file)
+    try:
+        model = costmodel.CostModel.load(args.model, args.method)
+        estimate = model.predict_hlo(path.read_text(encoding="utf-8", errors="replace"), source=str(path))
+    except OSError as err:
+        print(f"{path}: cannot read: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except (hlo.HloParseError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    result = {"kernels": [{"name": k["name"], "predicted_ns": k["predicted_ns"]} for k in estimate.kernels],
+              "total_ns": estimate.total_ns}
+    return _emit(result, args.json, _print_prediction)
+
+
+def _print_prediction(result: dict) -> None:
+    for k in result["kernels"]:
+        print(f"{k['name']:<40} {k['predicted_ns'] / 1e3:>12.2f} us")
+    print(f"{'total':<40} {result['total_ns'] / 1e3:>12.2f} us")
+
+
+def _add_model_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train the kernel cost models")
+    p.add_argument("--task", default="kernel", help="kernel (runtime) task")
+    p.add_argument("--data", default=None, help="data folder (default: bundled data/kernels_cpu)")
+    p.add_argument("--split", choices=("random", "hard"), default="random")
+    p.add_argument("--out", default=None, help="output folder (default: data/checkpoints/kernel-<split>)")
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--smoke", action="store_true", help="tiny model and few epochs (tests, CI)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_train)
+    p = sub.add_parser("evaluate", help="evaluate trained models on a split's test part")
+    p.add_argument("--task", default="kernel")
+    p.add_argument("--model", default=None, help="model folder (default: bundled checkpoints of --split)")
+    p.add_argument("--data", default=None)
+    p.add_argument("--split", choices=("random", "hard"), default="random")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_evaluate)
+    p = sub.add_parser("predict", help="predict kernel runtimes of an optimized HLO file")
+    p.add_argument("file")
+    p.add_argument("--model", default=None, help="model folder (default: bundled random-split checkpoints)")
+    p.add_argument("--method", choices=("gnn", "lstm", "analytical"), default="gnn")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_predict)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tpucost", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -189,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_hlo)
     _add_data_commands(sub)
+    _add_model_commands(sub)
     return parser
 
 

@@ -471,18 +471,28 @@ def load_kernel_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
 # -------------------------------------------------------------------------------------- splits
 
 
+def _cuts(n: int, fractions: Sequence[float]) -> np.ndarray:
+    """Where to cut ``n`` shuffled programs into three parts of the given fractions."""
+    sizes = np.round(np.asarray(fractions) * n).astype(int)
+    if n >= 3:
+        sizes[1:] = [max(1, k) if f > 0 else k for k, f in zip(sizes[1:], fractions[1:], strict=True)]
+    sizes[0] = n - sizes[1:].sum()
+    return np.cumsum(sizes)[:2]
+
+
 def split_random(ds: KernelDataset, seed: int = 0, fractions: Sequence[float] = (0.8, 0.1, 0.1)
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(train, val, test) kernel indices, split by program.
 
     Programs (a kernel's FIRST program, ``ds.program_id``) are shuffled with ``seed`` and cut by
-    ``fractions``; all kernels of a program land in the same part. Deterministic.
+    ``fractions``; all kernels of a program land in the same part. Deterministic. With at least
+    three programs, a part with a non-zero fraction gets at least one program.
     """
     if len(fractions) != 3 or min(fractions) < 0 or not np.isclose(sum(fractions), 1.0):
         raise ValueError(f"fractions must be 3 non-negative numbers summing to 1, got {fractions}")
     programs = np.unique(ds.program_id)
     perm = np.random.default_rng(seed).permutation(len(programs))
-    cuts = np.round(np.cumsum(fractions)[:2] * len(programs)).astype(int)
+    cuts = _cuts(len(programs), fractions)
     part_of = np.empty(len(programs), np.int64)
     for j, chunk in enumerate(np.split(perm, cuts)):
         part_of[chunk] = j
