@@ -57,7 +57,7 @@ def test_test_labels_do_not_influence_training(tiny, tmp_path):
     graphs = [tiny.graph(i) for i in range(len(tiny))]
     preds = []
     for ds, name in ((tiny, "a"), (changed, "b")):
-        costmodel.train_kernel_models(ds, "random", tmp_path / name, train.TrainConfig.smoke(),
+        costmodel.train_kernel_models(ds, "random", tmp_path / name, train.TrainConfig.smoke(epochs=1),
                                       methods=("gnn", "analytical"), progress=False)
         preds.append([costmodel.CostModel.load(tmp_path / name, m).predict(graphs) for m in ("gnn", "analytical")])
     np.testing.assert_allclose(preds[0][0], preds[1][0], rtol=1e-6)

@@ -32,6 +32,9 @@ __all__ = [
     "opcode_frequencies",
     "kernel_sizes",
     "noise_scatter",
+    "learning_curves",
+    "predicted_vs_measured",
+    "error_by_kind",
 ]
 
 
@@ -218,4 +221,50 @@ def noise_scatter(rows: Sequence[dict], ax: plt.Axes | None = None) -> plt.Axes:
     ax.set_xlabel("stored label (ns)")
     ax.set_ylabel("re-measured (ns)")
     ax.set_title("label noise: the floor no model can beat")
+    return ax
+
+
+def learning_curves(histories: dict[str, dict[str, list[float]]], ax: plt.Axes | None = None) -> plt.Axes:
+    """Train and validation loss per epoch for each model (``{"gnn": {"train_loss": [...], ...}}``)."""
+    ax = _axes(ax, (7, 4))
+    for (name, history), color in zip(histories.items(), ("#1d3557", "#e63946", "#2a9d8f", "#f4a261"), strict=False):
+        epochs = np.arange(1, len(history["train_loss"]) + 1)
+        ax.plot(epochs, history["train_loss"], color=color, ls="--", label=f"{name} train")
+        ax.plot(epochs, history["val_loss"], color=color, label=f"{name} validation")
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("MSE on standardised log runtime")
+    ax.legend()
+    return ax
+
+
+def predicted_vs_measured(predictions: dict[str, np.ndarray], measured: np.ndarray,
+                          axes: Sequence[plt.Axes] | None = None) -> Sequence[plt.Axes]:
+    """One log-log scatter per method of predicted against measured kernel runtimes."""
+    if axes is None:
+        _, axes = plt.subplots(1, len(predictions), figsize=(4.5 * len(predictions), 4.3), squeeze=False)
+        axes = axes[0]
+    lo, hi = measured.min() / 2, measured.max() * 2
+    for ax, (name, pred) in zip(axes, predictions.items(), strict=True):
+        ax.scatter(measured, pred, s=4, alpha=0.35, color="#1d3557")
+        ax.plot([lo, hi], [lo, hi], color="#e63946", lw=1)
+        for factor in (0.5, 2.0):
+            ax.plot([lo, hi], [lo * factor, hi * factor], color="#e63946", lw=0.5, ls=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured (ns)")
+        ax.set_ylabel("predicted (ns)")
+        ax.set_title(name)
+    return axes
+
+
+def error_by_kind(table: pd.DataFrame, ax: plt.Axes | None = None, top: int = 15) -> plt.Axes:
+    """Median absolute percentage error per kernel kind (rows of `tpucost.evaluate.error_by_kind`)."""
+    frame = table.sort_values("count", ascending=False).head(top)
+    ax = _axes(ax, (7, 0.35 * len(frame) + 1.5))
+    ax.barh(frame.index.astype(str), frame["median_ape"], color="#457b9d")
+    ax.invert_yaxis()
+    ax.set_xlabel("median absolute percentage error (%)")
+    for y, (value, count) in enumerate(zip(frame["median_ape"], frame["count"], strict=True)):
+        ax.text(value, y, f"  n={count}", va="center", fontsize=7)
     return ax
