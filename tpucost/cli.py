@@ -212,8 +212,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    report = costmodel.train_kernel_models(ds, args.split, out, config, progress=not args.no_progress,
-                                           data_dir=args.data)
+    report = costmodel.train_kernel_models(ds, args.split, out, config, methods=args.methods,
+                                           progress=not args.no_progress, data_dir=args.data)
     print(json.dumps({"out": out, "train_seconds": report["train_seconds"],
                       **{m: _headline(r) for m, r in report["results"].items()}}, indent=1))
     return 0
@@ -274,7 +274,9 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", default=None, help="data folder (default: bundled data/kernels_cpu)")
     p.add_argument("--split", choices=("random", "hard"), default="random")
     p.add_argument("--out", default=None, help="output folder (default: data/checkpoints/kernel-<split>)")
-    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default 80, early stopping)")
+    p.add_argument("--methods", type=_names, default=("gnn", "lstm", "analytical"),
+                   help="comma-separated subset of gnn,lstm,analytical")
     p.add_argument("--smoke", action="store_true", help="tiny model and few epochs (tests, CI)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_train)

@@ -129,7 +129,7 @@ def collect(out_dir: str | os.PathLike, n_programs: int, seed: int = 0, shard: t
 
     Raises FileExistsError when ``out_dir`` already has a log and ``resume`` is False.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # text bars: no ipywidgets needed in notebooks
 
     out = Path(out_dir)
     if not 0 <= shard[0] < shard[1]:
@@ -259,7 +259,7 @@ def measure_noise(data_dir: str | os.PathLike | None = None, sample: int = 200, 
 
 
 def _progress(items: list, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # text bars: no ipywidgets needed in notebooks
 
     return tqdm(items, disable=not enabled, desc="re-measure", unit="program")
 

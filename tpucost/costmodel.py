@@ -80,6 +80,8 @@ def train_kernel_models(
 ) -> dict[str, Any]:
     """Train/fit each method on the split's train part, evaluate on its test part, save all.
 
+    Methods trained earlier into the same ``out_dir`` (same split) keep their entries in
+    ``evaluation.json``, so methods can be trained in separate calls with their own configs.
     Returns the content of ``evaluation.json``.
     """
     config = config or train.TrainConfig()
@@ -89,9 +91,12 @@ def train_kernel_models(
     report: dict[str, Any] = {
         "split": split, "data": data_dir or str(dataset.root), "kernels": len(dataset),
         "train_kernels": len(train_idx), "val_kernels": len(val_idx), "test_kernels": len(test_idx),
-        "train_config": config.to_dict(), "results": {}, "histories": {}, "train_seconds": {},
+        "train_configs": {}, "results": {}, "histories": {}, "train_seconds": {},
         "backend": jax.default_backend(), "jax_version": jax.__version__,
     }
+    previous = _previous_report(out / "evaluation.json", split, len(test_idx))
+    for key in ("train_configs", "results", "histories", "train_seconds"):
+        report[key].update({m: v for m, v in previous.get(key, {}).items() if m not in methods})
     for method in methods:
         start = time.perf_counter()
         if method == "analytical":
@@ -105,11 +110,21 @@ def train_kernel_models(
                                   extra={"split": split, "best_epoch": result.best_epoch,
                                          "best_val_loss": result.best_val_loss})
             report["histories"][method] = result.history
+            report["train_configs"][method] = result.config.to_dict()
         report["train_seconds"][method] = time.perf_counter() - start
         predictions = CostModel.load(out, method).predict(_graphs(dataset, test_idx))
         report["results"][method] = _metrics(dataset, test_idx, predictions)
     (out / "evaluation.json").write_text(json.dumps(report, indent=1))
     return report
+
+
+def _previous_report(path: Path, split: str, test_kernels: int) -> dict[str, Any]:
+    """An earlier ``evaluation.json`` of the same split and test part, else {}."""
+    if not path.exists():
+        return {}
+    report = json.loads(path.read_text())
+    same = report.get("split") == split and report.get("test_kernels") == test_kernels
+    return report if same else {}
 
 
 def _metrics(ds: data.KernelDataset, idx: np.ndarray, predictions: np.ndarray) -> dict[str, Any]:

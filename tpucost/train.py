@@ -29,7 +29,7 @@ import optax
 from flax import nnx, serialization
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars: no ipywidgets needed in notebooks
 
 from tpucost import features
 from tpucost.features import KernelGraph
@@ -79,8 +79,8 @@ class TrainConfig:
     grad_clip: float = 1.0
     batch_size: int = 64
     eval_batch_size: int = 256
-    epochs: int = 30
-    patience: int = 5
+    epochs: int = 80
+    patience: int = 10
     seed: int = 0
 
     def __post_init__(self):
