@@ -5,7 +5,10 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from tpucost import features
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "hlo-corpus"
 
@@ -25,3 +28,20 @@ def corpus() -> list[dict[str, str]]:
     if not rows:
         pytest.skip(f"HLO corpus not found at {CORPUS}")
     return rows
+
+
+def rand_graph(rng: np.random.Generator, n: int, max_opcode: int = len(features.OPCODE_VOCAB)) -> features.KernelGraph:
+    """A random kernel graph: a DAG in topological order (each node consumes up to 2 earlier ones)."""
+    senders, receivers = [], []
+    for i in range(1, n):
+        for j in rng.choice(i, size=min(i, 2), replace=False):
+            senders.append(j)
+            receivers.append(i)
+    return features.KernelGraph(
+        opcodes=rng.integers(1, max_opcode, n).astype(np.int32),
+        node_features=rng.random((n, features.NUM_NODE_FEATURES)).astype(np.float32),
+        senders=np.asarray(senders, np.int32),
+        receivers=np.asarray(receivers, np.int32),
+        name=f"k{n}",
+        kind="loop",
+    )

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import rand_graph
 
 from tpucost import features, models
 from tpucost.models import ModelConfig
@@ -13,21 +14,6 @@ from tpucost.models import ModelConfig
 F = features.NUM_NODE_FEATURES
 
 
-def rand_graph(rng: np.random.Generator, n: int) -> features.KernelGraph:
-    """A random DAG with nodes in topological order (each node consumes up to 2 earlier ones)."""
-    senders, receivers = [], []
-    for i in range(1, n):
-        for j in rng.choice(i, size=min(i, 2), replace=False):
-            senders.append(j)
-            receivers.append(i)
-    return features.KernelGraph(
-        opcodes=rng.integers(1, len(features.OPCODE_VOCAB), n).astype(np.int32),
-        node_features=rng.random((n, F)).astype(np.float32),
-        senders=np.asarray(senders, np.int32),
-        receivers=np.asarray(receivers, np.int32),
-        name=f"k{n}",
-        kind="loop",
-    )
 
 
 def predict(model, graphs, node_buckets=features.DEFAULT_NODE_BUCKETS,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import rand_graph
 
 from tpucost import features, train
 from tpucost.models import ModelConfig, make_model
@@ -19,20 +20,6 @@ from tpucost.train import TrainConfig
 F = features.NUM_NODE_FEATURES
 
 
-def rand_graph(rng: np.random.Generator, n: int) -> features.KernelGraph:
-    senders, receivers = [], []
-    for i in range(1, n):
-        for j in rng.choice(i, size=min(i, 2), replace=False):
-            senders.append(j)
-            receivers.append(i)
-    return features.KernelGraph(
-        opcodes=rng.integers(1, 20, n).astype(np.int32),
-        node_features=rng.random((n, F)).astype(np.float32),
-        senders=np.asarray(senders, np.int32),
-        receivers=np.asarray(receivers, np.int32),
-        name=f"k{n}",
-        kind="loop",
-    )
 
 
 class ToyDataset:
@@ -40,7 +27,7 @@ class ToyDataset:
 
     def __init__(self, n: int, seed: int = 0):
         rng = np.random.default_rng(seed)
-        self.graphs = [rand_graph(rng, int(k)) for k in rng.integers(1, 12, n)]
+        self.graphs = [rand_graph(rng, int(k), max_opcode=20) for k in rng.integers(1, 12, n)]
         log_ns = np.array([6.0 + 0.3 * g.num_nodes + 0.1 * g.opcodes.sum() / 10 + 2.0 * g.node_features[:, 0].max()
                            for g in self.graphs])
         self.runtime_ns = np.exp(log_ns)
