@@ -29,9 +29,11 @@ test: $(STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/
 
-## bench: the speed measurements of benchmarks/
+## bench: the speed measurements of benchmarks/ (each prints ratios to a reference run alongside)
 bench: $(STAMP)
 	$(PY) benchmarks/parse_speed.py
+	$(PY) benchmarks/collect_speed.py
+	$(PY) benchmarks/inference_speed.py
 
 ## lock: re-pin constraints.txt from the current .venv (after changing dependencies)
 lock: $(STAMP)
