@@ -307,3 +307,34 @@ def test_timeline_of_the_shortest_run():
     assert starts[0] == 0 and starts == sorted(starts)
     assert all(duration > 0 for _, _, duration in m.timeline)
     assert m.timeline[-1][1] <= min(m.run_span_ns) + 1
+
+
+def _fake_event(name, start, duration, **stats):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, start_ns=start, duration_ns=duration, stats=list(stats.items()))
+
+
+def test_gpu_and_tpu_trace_readers_on_documented_layouts():
+    """The GPU/TPU readers cannot run here; check them on traces shaped as XLA documents them."""
+    from types import SimpleNamespace as NS
+
+    ev = _fake_event
+    gpu = NS(planes=[
+        NS(name="/host:CPU", lines=[NS(name="python", events=[ev("x", 0, 1, hlo_module="jit_f", hlo_op="h")])]),
+        NS(name="/device:GPU:0", lines=[NS(name="stream 7", events=[
+            ev("kernel_a", 0, 10, hlo_module="jit_f", hlo_op="fusion.1", program_id=7, run_id=1),
+            ev("kernel_b", 20, 5, hlo_module="jit_g", hlo_op="fusion.1", program_id=8, run_id=1),
+            ev("kernel_a", 100, 12, hlo_module="jit_f", hlo_op="fusion.1", program_id=7, run_id=2),
+        ])]),
+    ])
+    trace = measure._gpu_events(gpu, "jit_f", frozenset({7}))
+    assert [(e.name, e.run[1], e.end_ns - e.start_ns) for e in trace.events] == [("fusion.1", 1, 10), ("fusion.1", 2, 12)]
+    assert trace.modules_seen == {"jit_f", "jit_g"}
+    tpu = NS(planes=[NS(name="/device:TPU:0", lines=[
+        NS(name="XLA Modules", events=[ev("jit_f(7)", 0, 50), ev("jit_g(8)", 60, 30), ev("jit_f(9)", 100, 50)]),
+        NS(name="XLA Ops", events=[ev("fusion.1", 5, 10), ev("fusion.1", 65, 5), ev("fusion.1", 105, 5)]),
+    ])])
+    trace = measure._tpu_events(tpu, "jit_f", frozenset({7}))
+    assert [(e.name, e.start_ns) for e in trace.events] == [("fusion.1", 5)]
+    assert trace.modules_seen == {"jit_f", "jit_g"}

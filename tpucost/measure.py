@@ -292,23 +292,27 @@ def _stats(event: Any) -> dict[str, Any]:
     return dict(event.stats)
 
 
+def _plane_events(profile: Any, prefix: str) -> Iterable[tuple[Any, Any, dict[str, Any]]]:
+    """(plane, event, stats) of every event on the planes whose name starts with ``prefix``."""
+    for plane in profile.planes:
+        if plane.name.startswith(prefix):
+            for line in plane.lines:
+                for ev in line.events:
+                    yield plane, ev, _stats(ev)
+
+
 def _cpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
     """XLA:CPU (checked on jax 0.10): kernel events on any line of ``/host:CPU``."""
     raw, markers, waits, seen = [], {}, {}, set()
-    for plane in profile.planes:
-        if not plane.name.startswith("/host:CPU"):
-            continue
-        for line in plane.lines:
-            for ev in line.events:
-                st = _stats(ev)
-                if "hlo_module" in st:
-                    seen.add(st["hlo_module"])
-                    if st["hlo_module"] == module_name and "hlo_op" in st:
-                        raw.append((ev, st))
-                elif ev.name.startswith(_END_PREFIX) and "_c" in st:
-                    markers[st["_c"]] = ev.start_ns
-                elif ev.name == _WAIT_EVENT and "run_id" in st:
-                    waits[st["run_id"]] = ev.start_ns + ev.duration_ns
+    for _, ev, st in _plane_events(profile, "/host:CPU"):
+        if "hlo_module" in st:
+            seen.add(st["hlo_module"])
+            if st["hlo_module"] == module_name and "hlo_op" in st:
+                raw.append((ev, st))
+        elif ev.name.startswith(_END_PREFIX) and "_c" in st:
+            markers[st["_c"]] = ev.start_ns
+        elif ev.name == _WAIT_EVENT and "run_id" in st:
+            waits[st["run_id"]] = ev.start_ns + ev.duration_ns
     events = [
         _Event(
             st["hlo_op"],
@@ -335,24 +339,17 @@ def _gpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | No
     counts them as several calls.
     """
     events, seen, count = [], set(), defaultdict(int)
-    for plane in profile.planes:
-        if not plane.name.startswith("/device:GPU:"):
+    for plane, ev, st in _plane_events(profile, "/device:GPU:"):
+        if "hlo_module" not in st:
             continue
-        for line in plane.lines:
-            for ev in line.events:
-                st = _stats(ev)
-                if "hlo_module" not in st:
-                    continue
-                seen.add(st["hlo_module"])
-                if st["hlo_module"] != module_name or (
-                    program_ids is not None and st.get("program_id") not in program_ids
-                ):
-                    continue
-                name = st.get("hlo_op", ev.name)
-                run = st.get("run_id")
-                if run is None:
-                    run, count[name] = count[name], count[name] + 1
-                events.append(_Event(name, (plane.name, run), ev.start_ns, ev.start_ns + ev.duration_ns))
+        seen.add(st["hlo_module"])
+        if st["hlo_module"] != module_name or (program_ids is not None and st.get("program_id") not in program_ids):
+            continue
+        name = st.get("hlo_op", ev.name)
+        run = st.get("run_id")
+        if run is None:
+            run, count[name] = count[name], count[name] + 1
+        events.append(_Event(name, (plane.name, run), ev.start_ns, ev.start_ns + ev.duration_ns))
     return _Trace(events, {}, seen)
 
 
