@@ -87,7 +87,7 @@ def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[da
     m: Measurement = measure_kernels(fn, *program.args, repeats=repeats, compiler_options=options)
     t2 = time.perf_counter()
     graphs, labels, calls = [], [], []
-    for k in kernels.decompose(hlo.parse_module(m.hlo_text)):
+    for k in kernels.decompose(m.module or hlo.parse_module(m.hlo_text)):
         label = m.runtime_ns.get(k.name)
         if label is None or not label > 0:
             continue

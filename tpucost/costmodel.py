@@ -43,7 +43,7 @@ __all__ = [
     "evaluate_kernel_models",
 ]
 
-METHODS = ("gnn", "lstm", "analytical")
+METHODS = evaluate.METHOD_ORDER  # gnn, lstm, analytical
 SPLITS = ("random", "hard")
 
 

@@ -117,6 +117,7 @@ class Measurement:
         module_name, backend, device_kind: what was measured, and where.
         timeline: the traced run with the shortest span as (kernel, start ns from the
             run's first kernel, labelled duration ns), in start order: for drawing.
+        module: ``hlo_text`` parsed (`tpucost.hlo.Module`), so callers need not parse it again.
     """
 
     runtime_ns: dict[str, float]
@@ -132,6 +133,7 @@ class Measurement:
     backend: str
     device_kind: str
     timeline: tuple[tuple[str, float, float], ...] = ()
+    module: Module | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def additivity_ratio(self) -> float:
@@ -706,4 +708,5 @@ def measure_kernels(
         backend=backend,
         device_kind=_device_kind(compiled),
         timeline=labels.timeline,
+        module=module,
     )
