@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -152,3 +153,21 @@ def test_stats(dataset, tmp_path):
     assert s["runtime_ns_quantiles"]["0.0"] == 10.0
     assert (s["noise_median_rel"], s["noise_p90_rel"]) == (0.02, 0.1)
     assert data.stats(dataset)["noise_median_rel"] is None
+
+
+def test_bundled_data_is_package_data_and_tpucost_data_dir_overrides(monkeypatch, tmp_path):
+    import tpucost
+    from tpucost import costmodel
+
+    monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
+    assert data.bundled_dir() == Path(tpucost.__file__).parent / "bundled"
+    assert (data.default_data_dir() / "schema.json").is_file()
+    assert (costmodel.default_model_dir("random") / "gnn" / "config.json").is_file()
+
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="TPUCOST_DATA_DIR"):
+        data.load_kernel_dataset()
+    with pytest.raises(FileNotFoundError, match="TPUCOST_DATA_DIR"):
+        costmodel.CostModel.load(method="gnn")
+    (tmp_path / "kernels_cpu").symlink_to(Path(tpucost.__file__).parent / "bundled" / "kernels_cpu")
+    assert len(data.load_kernel_dataset()) > 0

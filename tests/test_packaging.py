@@ -59,3 +59,105 @@ def test_notebooks_are_committed_without_outputs():
             if cell.cell_type == "code":
                 assert not cell.outputs and cell.execution_count is None, f"{path.name} is committed with outputs"
         assert "Exercises" in "".join(c.source for c in nb.cells if c.cell_type == "markdown"), path.name
+
+
+def _notebook_header():
+    """tools/notebook_header.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebook_header", ROOT / "tools" / "notebook_header.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_notebook_badges_and_install_cells_come_from_project_urls():
+    header = _notebook_header()
+    repository = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+    assert header.repository_url() == repository.rstrip("/")
+    readme = (ROOT / "README.md").read_text()
+    import nbformat
+
+    for path in sorted((ROOT / "notebooks").glob("0*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        expected = header.badge(repository, path.name)
+        assert nb.cells[0].source.splitlines()[0] == expected, f"{path.name}: first line is not its Colab badge"
+        assert nb.cells[1].source == header.install_cell(repository).rstrip("\n"), (
+            f"{path.name}: install cell is stale; run python tools/notebook_header.py")
+        assert expected in readme, f"README has no Colab badge for {path.name}"
+
+
+def _run_install_cell(monkeypatch, cwd: Path, source: str | None = None) -> tuple[list[str], str]:
+    """Execute the install cell as if tpucost were missing; return pip's command and the pins file."""
+    import importlib.util
+    import subprocess
+
+    header = _notebook_header()
+    calls = []
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tpucost" else real_find_spec(name, *a))
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    monkeypatch.chdir(cwd)
+    if source is None:
+        monkeypatch.delenv("TPUCOST_SOURCE", raising=False)
+    else:
+        monkeypatch.setenv("TPUCOST_SOURCE", source)
+    exec(compile(header.install_cell(header.repository_url()), "install-cell", "exec"), {})
+    (cmd,) = calls
+    pins = Path(cmd[cmd.index("-c") + 1]).read_text()
+    return cmd, pins
+
+
+def test_install_cell_installs_the_checkout_inside_it_and_the_repository_elsewhere(monkeypatch, tmp_path):
+    import importlib.metadata
+
+    cmd, pins = _run_install_cell(monkeypatch, ROOT / "notebooks")
+    assert cmd[-1] == f"{ROOT}[notebooks]"
+    # A runtime that already has jax (Colab TPU) keeps its jax and jaxlib.
+    assert f"jax=={importlib.metadata.version('jax')}" in pins.split()
+    assert f"jaxlib=={importlib.metadata.version('jaxlib')}" in pins.split()
+
+    cmd, _ = _run_install_cell(monkeypatch, tmp_path)
+    assert cmd[-1] == f"tpucost[notebooks] @ git+{_notebook_header().repository_url()}"
+    cmd, _ = _run_install_cell(monkeypatch, tmp_path, source=str(tmp_path / "tpucost-0.1.0-py3-none-any.whl"))
+    assert cmd[-1] == f"tpucost[notebooks] @ file://{tmp_path}/tpucost-0.1.0-py3-none-any.whl"
+
+
+def _tpucost_imports(path: Path) -> set[str]:
+    """The tpucost modules a module imports (at any depth, outside `if TYPE_CHECKING:`)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for n in ast.walk(node)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module == "tpucost":
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tpucost."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("tpucost."))
+    return found - {path.stem}
+
+
+def test_readme_module_map_is_the_import_graph():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## How the pieces fit", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    header, *lines = block.strip().splitlines()
+    at_module, at_uses, at_what = header.index("module"), header.index("uses"), header.index("what it does")
+    documented: dict[str, set[str]] = {}
+    order: list[str] = []
+    modules = {p.stem for p in (ROOT / "tpucost").glob("*.py")} - {"__init__", "__main__"}
+    for line in lines:
+        name = line[at_module:at_uses].strip()
+        documented[name] = set(line[at_uses:at_what].split()) - {"-"}
+        order.append(name)
+    assert set(documented) == modules, f"README map lists {sorted(documented)}, package has {sorted(modules)}"
+    for name, uses in documented.items():
+        actual = _tpucost_imports(ROOT / "tpucost" / f"{name}.py")
+        assert uses == actual, f"README says {name} uses {sorted(uses)}; it imports {sorted(actual)}"
+        assert all(order.index(u) < order.index(name) for u in uses), f"{name} uses a module listed below it"

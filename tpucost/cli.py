@@ -151,17 +151,17 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("parts", nargs="+", metavar="PART_DIR")
     p.set_defaults(func=cmd_data_merge)
     p = d.add_parser("stats", help="summary of a data set")
-    p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled data/kernels_cpu)")
+    p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_data_stats)
     p = d.add_parser("noise", help="re-measure a sample of kernels: the label noise floor")
-    p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled data/kernels_cpu)")
+    p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)")
     p.add_argument("--sample", type=int, default=200, help="kernels to re-measure")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_data_noise)
     p = d.add_parser("additivity", help="sum of kernel labels / program wall time, over a collect log")
-    p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled data/kernels_cpu)")
+    p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)")
     p.set_defaults(func=cmd_data_additivity)
 
 
@@ -271,9 +271,9 @@ def _print_prediction(result: dict) -> None:
 def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train the kernel cost models")
     p.add_argument("--task", default="kernel", help="kernel (runtime) task")
-    p.add_argument("--data", default=None, help="data folder (default: bundled data/kernels_cpu)")
+    p.add_argument("--data", default=None, help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)")
     p.add_argument("--split", choices=("random", "hard"), default="random")
-    p.add_argument("--out", default=None, help="output folder (default: data/checkpoints/kernel-<split>)")
+    p.add_argument("--out", default=None, help="output folder (default: the bundled checkpoints/kernel-<split>)")
     p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default 80, early stopping)")
     p.add_argument("--methods", type=_names, default=("gnn", "lstm", "analytical"),
                    help="comma-separated subset of gnn,lstm,analytical")

@@ -48,8 +48,8 @@ SPLITS = ("random", "hard")
 
 
 def default_model_dir(split: str = "random") -> Path:
-    """The bundled checkpoints of a split: ``<repo>/data/checkpoints/kernel-<split>``."""
-    return data.default_data_dir().parent / "checkpoints" / f"kernel-{split}"
+    """The bundled checkpoints of a split: ``data.bundled_dir() / "checkpoints" / "kernel-<split>"``."""
+    return data.bundled_dir() / "checkpoints" / f"kernel-{split}"
 
 
 def split_indices(ds: data.KernelDataset, split: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -165,14 +165,15 @@ class CostModel:
         root = Path(model_dir) if model_dir is not None else default_model_dir(split)
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        hint = f" {data.missing_bundled_hint(root)}" if model_dir is None else ""
         if method == "analytical":
             path = root / "analytical.json"
             if not path.exists():
-                raise FileNotFoundError(f"{path} not found: train with `python -m tpucost train --task kernel`")
+                raise FileNotFoundError(f"{path} not found: train with `python -m tpucost train --task kernel`{hint}")
             model = analytical.AnalyticalModel.from_json(path.read_text())
             return cls(method, lambda graphs: model.predict(graphs), {"path": str(path)})
         if not (root / method).exists():
-            raise FileNotFoundError(f"{root / method} not found: train with `python -m tpucost train --task kernel`")
+            raise FileNotFoundError(f"{root / method} not found: train with `python -m tpucost train --task kernel`{hint}")
         net, _, norm, meta = train.load_checkpoint(root / method)
         return cls(method, lambda graphs: np.exp(train.predict_log_ns(net, norm, graphs)), meta)
 

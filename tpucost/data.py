@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.resources
 import json
 import os
 import zipfile
@@ -81,6 +82,8 @@ __all__ = [
     "read_shard",
     "save_dataset",
     "load_kernel_dataset",
+    "DATA_DIR_ENV",
+    "bundled_dir",
     "default_data_dir",
     "split_random",
     "split_hard",
@@ -429,17 +432,38 @@ def _check_lengths(path: Path, data: dict[str, np.ndarray]) -> None:
         raise ValueError(f"{path}: field 'runtime_ns': non-finite values")
 
 
-def default_data_dir() -> Path:
-    """The bundled data folder: ``<repo>/data/kernels_cpu``."""
-    import tpucost
+#: Environment variable that points the bundled-data lookups at another folder (same layout).
+DATA_DIR_ENV = "TPUCOST_DATA_DIR"
 
-    return Path(tpucost.__file__).resolve().parents[1] / "data" / "kernels_cpu"
+
+def bundled_dir() -> Path:
+    """Folder of the bundled data sets and checkpoints: ``$TPUCOST_DATA_DIR``, else package data.
+
+    The package ships ``tpucost/bundled/`` (``kernels_cpu/``, ``checkpoints/``) inside the wheel and
+    finds it with ``importlib.resources``, so ``pip install`` of the repository carries it.
+    """
+    override = os.environ.get(DATA_DIR_ENV)
+    if override:
+        return Path(override)
+    return Path(str(importlib.resources.files("tpucost") / "bundled"))
+
+
+def missing_bundled_hint(path: Path) -> str:
+    """The sentence a default-path error ends with: where it looked and how to look elsewhere."""
+    where = f"${DATA_DIR_ENV}={os.environ[DATA_DIR_ENV]}" if os.environ.get(DATA_DIR_ENV) else "the installed package"
+    return (f"(looked in {path}, from {where}; set {DATA_DIR_ENV} to a folder laid out like tpucost/bundled/ "
+            f"or pass a path explicitly)")
+
+
+def default_data_dir() -> Path:
+    """The bundled data folder: ``bundled_dir() / "kernels_cpu"``."""
+    return bundled_dir() / "kernels_cpu"
 
 
 def load_kernel_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
     """Load a data folder (``schema.json`` + shards) or one ``.npz`` shard, validated.
 
-    ``path=None`` loads the bundled ``data/kernels_cpu``. Raises FileNotFoundError when the
+    ``path=None`` loads the bundled ``kernels_cpu`` (see :func:`bundled_dir`). Raises FileNotFoundError when the
     data is missing, ValueError naming the file and field when it is malformed.
     """
     root = Path(path) if path is not None else default_data_dir()
@@ -447,9 +471,10 @@ def load_kernel_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
         return read_shard(root)
     schema_path = root / "schema.json"
     if not schema_path.exists():
+        hint = f" {missing_bundled_hint(root)}" if path is None else ""
         raise FileNotFoundError(
             f"no kernel data set at {root} (no schema.json). Collect one with "
-            f"`python -m tpucost collect --out {root}` (or merge shards with `python -m tpucost data merge`)."
+            f"`python -m tpucost collect --out DIR` (or merge shards with `python -m tpucost data merge`).{hint}"
         )
     try:
         schema = json.loads(schema_path.read_text())

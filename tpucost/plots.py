@@ -139,21 +139,39 @@ def _axes(ax: plt.Axes | None, figsize: tuple[float, float]) -> plt.Axes:
     return ax
 
 
-def kernel_timeline(measurement: Measurement, ax: plt.Axes | None = None, max_kernels: int = 40) -> plt.Axes:
-    """Gantt chart of one traced run: a bar per kernel call from its start for its label."""
-    events = list(measurement.timeline)[:max_kernels]
-    ax = _axes(ax, (10, 0.28 * len(events) + 1.5))
-    names = list(dict.fromkeys(name for name, _, _ in events))
+def kernel_timeline(measurement: Measurement, ax: plt.Axes | None = None, max_rows: int = 40) -> plt.Axes:
+    """Gantt chart of one whole traced run: a bar per kernel call, from its start, for its label.
+
+    Every call of the run is drawn. A run with more distinct kernels than ``max_rows`` gives the
+    ``max_rows - 1`` longest their own rows and draws the rest on one shared row, and the title
+    says so.
+    """
+    events = list(measurement.timeline)
+    total: dict[str, float] = {}
+    for name, _, duration in events:
+        total[name] = total.get(name, 0.0) + duration
+    own_rows = sorted(total, key=total.get, reverse=True)
+    other = f"other ({len(own_rows) - max_rows + 1} kernels)" if len(own_rows) > max_rows else None
+    if other:
+        own_rows = own_rows[:max_rows - 1]
+    first_start = {}
+    for name, start, _ in events:
+        first_start.setdefault(name, start)
+    names = sorted(own_rows, key=first_start.get) + ([other] if other else [])
     row = {name: i for i, name in enumerate(names)}
+    ax = _axes(ax, (10, 0.28 * len(names) + 1.5))
     for name, start, duration in events:
         color = "#e76f51" if name in measurement.async_kernels else "#2a9d8f"
-        ax.barh(row[name], duration / 1e3, left=start / 1e3, color=color, height=0.7)
+        ax.barh(row.get(name, row.get(other)), duration / 1e3, left=start / 1e3, color=color, height=0.7)
     ax.set_yticks(range(len(names)), names, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("time since the run's first kernel (us)")
     wall = min(measurement.wall_ns_per_run) / 1e3
-    ax.set_title(f"{measurement.module_name} on {measurement.backend}: wall {wall:.0f} us, "
-                 f"kernels sum to {measurement.additivity_ratio:.2f}x of it (red: asynchronous kernels)")
+    shown = f"all {len(events)} kernel calls of one run" + (
+        f", the {len(own_rows)} longest kernels on their own rows" if other else "")
+    ax.set_title(f"{measurement.module_name} on {measurement.backend}: {shown}\n"
+                 f"fastest run {wall:.0f} us; labels sum to {measurement.additivity_ratio:.2f}x of it "
+                 f"(red: asynchronous kernels)", fontsize=10)
     return ax
 
 
