@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
-import tomllib
 from pathlib import Path
 
 import nbformat
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
