@@ -1,16 +1,30 @@
-"""Shared fixtures: the HLO corpus in ../shared (tests skip cleanly when it is absent)."""
+"""Shared fixtures: HLO modules generated from `tpucost.programs`, and the HLO corpus in ../shared.
+
+Tests that need real HLO text get the generated modules (always there: built from the package's
+own program corpus, cached on disk) plus, when present, the corpus of HLO files in
+../shared/hlo-corpus (``TPUCOST_HLO_CORPUS`` overrides that path; point it at a missing folder
+to see what a clean clone sees). No test depends on ../shared being there.
+"""
 
 from __future__ import annotations
 
 import csv
+import gzip
+import hashlib
+import json
+import os
+import resource
+import time
 from pathlib import Path
 
 import numpy as np
+import program_hlo
 import pytest
 
 from tpucost import features
+from tpucost.hlo import split_modules
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "hlo-corpus"
+CORPUS = Path(os.environ.get("TPUCOST_HLO_CORPUS") or Path(__file__).resolve().parents[1].parent / "shared" / "hlo-corpus")
 
 
 def corpus_rows() -> list[dict[str, str]]:
@@ -24,10 +38,93 @@ def corpus_rows() -> list[dict[str, str]]:
 
 @pytest.fixture(scope="session")
 def corpus() -> list[dict[str, str]]:
-    rows = corpus_rows()
-    if not rows:
-        pytest.skip(f"HLO corpus not found at {CORPUS}")
-    return rows
+    """The corpus manifest rows; [] (no skip) when the corpus is absent."""
+    return corpus_rows()
+
+
+# ---------------------------------------------------------------------------------------------
+# HLO modules generated from tpucost.programs
+# ---------------------------------------------------------------------------------------------
+
+PROGRAMS_PY = Path(__file__).resolve().parents[1] / "tpucost" / "programs.py"
+#: Filled by the XLA cross-check in test_hlo.py, printed by `pytest_terminal_summary`.
+XLA_CROSS_CHECK: dict[str, int] = {}
+GENERATION: dict[str, float | int | str] = {}
+
+
+def _cache_key() -> str:
+    import jax
+    import jaxlib
+
+    programs = hashlib.sha256(PROGRAMS_PY.read_bytes()).hexdigest()[:16]
+    recipe = hashlib.sha256(Path(program_hlo.__file__).read_bytes()).hexdigest()[:8]
+    return f"jax{jax.__version__}-jaxlib{jaxlib.__version__}-{jax.default_backend()}-programs{programs}-recipe{recipe}"
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+@pytest.fixture(scope="session")
+def generated_hlo(request: pytest.FixtureRequest) -> list[dict[str, str]]:
+    """HLO modules of `tpucost.programs` (`program_hlo.generate()`: a few hundred records with
+    ``label``, ``program_id``, ``form``, ``config``, ``stage``, ``text``), cached under pytest's
+    cache dir, keyed by the jax version and hashes of tpucost/programs.py and program_hlo.py:
+    only the first run of a checkout pays for the compiles (about a minute)."""
+    cache = getattr(request.config, "cache", None)
+    path = cache.mkdir("tpucost-generated-hlo") / f"{_cache_key()}.json.gz" if cache is not None else None
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    records = None
+    if path is not None and path.exists():
+        try:
+            with gzip.open(path, "rt") as f:
+                records = json.load(f)
+            GENERATION["source"] = f"read from {path.parent.name}/{path.name}"
+        except (OSError, EOFError, ValueError):  # a damaged cache file: generate again
+            records = None
+    if records is None:
+        records = program_hlo.generate()
+        GENERATION["source"] = "generated"
+        if path is not None:
+            for old in path.parent.glob("*.json.gz"):  # keep one version only
+                old.unlink(missing_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            with gzip.open(tmp, "wt", compresslevel=6) as f:
+                json.dump(records, f)
+            tmp.replace(path)
+    GENERATION["seconds"] = time.perf_counter() - start
+    GENERATION["cpu_seconds"] = _cpu_seconds() - cpu
+    GENERATION["modules"] = len(records)
+    return records
+
+
+def corpus_modules(valid_only: bool = True) -> list[tuple[str, str]]:
+    """(label, text) of each module of the corpus files (valid ones only by default); [] without it."""
+    out = []
+    for row in corpus_rows():
+        if valid_only and row["expected"] != "valid":
+            continue
+        for i, text in enumerate(split_modules((CORPUS / row["file"]).read_text())):
+            out.append((f"{row['file']}#{i}", text))
+    return out
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print how many modules were generated and how many the XLA cross-check compared."""
+    if "seconds" in GENERATION:
+        terminalreporter.write_line(
+            f"Generated HLO modules: {GENERATION['modules']} from tpucost.programs "
+            f"({GENERATION['source']}, {GENERATION['seconds']:.1f} s, CPU {GENERATION['cpu_seconds']:.1f} s)"
+        )
+    if XLA_CROSS_CHECK:
+        g, c = XLA_CROSS_CHECK.get("generated", 0), XLA_CROSS_CHECK.get("corpus", 0)
+        where = CORPUS if CORPUS.exists() else f"{CORPUS}: not found"
+        terminalreporter.write_line(
+            f"XLA parser cross-check: {g + c} modules compared ({g} generated from tpucost.programs, "
+            f"{c} from {where})"
+        )
 
 
 def rand_graph(rng: np.random.Generator, n: int, max_opcode: int = len(features.OPCODE_VOCAB)) -> features.KernelGraph:

@@ -111,17 +111,44 @@ ENTRY %main (a: f32[2,3]) -> f32[2,3] {{
 """
 
 
+_OPS_OF_INTEREST = (
+    "convolution(",
+    "dot(",
+    "reduce-window(",
+    " pad(",
+    " slice(",
+    "transpose(",
+    "while(",
+    ":T(",
+)
+
+
 def _corpus_files() -> list[Path]:
     """A few valid corpus files: the smallest holding each op of interest, plus two real models."""
     rows = [r for r in corpus_rows() if r["expected"] == "valid"]
     by_size = [CORPUS / r["file"] for r in sorted(rows, key=lambda r: (int(r["bytes"]), r["file"]))]
     texts = {p: p.read_text() for p in by_size if p.is_file()}
     chosen: set[Path] = set()
-    for op in ("convolution(", "dot(", "reduce-window(", " pad(", " slice(", "transpose(", "while(", ":T("):
+    for op in _OPS_OF_INTEREST:
         chosen.update([p for p, text in texts.items() if op in text][:2])
     for name in ("resnet50_keras_jax_f32.hlo", "benchmarking__mobilenet_v2.hlo"):
         chosen.update(p for p in texts if p.name.endswith(name))
     return sorted(chosen)
+
+
+def _generated_texts(generated_hlo: list[dict[str, str]]) -> dict[str, str]:
+    """A few optimized generated modules: the two smallest holding each op of interest, and the
+    smallest of each form and configuration."""
+    optimized = sorted((r for r in generated_hlo if r["stage"] == "optimized"), key=lambda r: len(r["text"]))
+    chosen: dict[str, str] = {}
+    for op in _OPS_OF_INTEREST:
+        chosen.update((r["label"], r["text"]) for r in [r for r in optimized if op in r["text"]][:2])
+    seen: set[tuple[str, str]] = set()
+    for r in optimized:
+        if (r["form"], r["config"]) not in seen:
+            seen.add((r["form"], r["config"]))
+            chosen[r["label"]] = r["text"]
+    return chosen
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,17 +224,20 @@ def test_program_kernels_featurize(program_kernels):
         _check_graph(featurize(kernel), kernel)
 
 
-def test_corpus_kernels_featurize():
-    files = _corpus_files()
-    if not files:
-        pytest.skip(f"{CORPUS} is not available")
+def test_generated_and_corpus_kernels_featurize(generated_hlo):
+    texts = _generated_texts(generated_hlo)
+    assert len(texts) >= 15
     n_kernels = 0
-    for path in files:
+    for text in texts.values():
+        for kernel in kernels_of(text):
+            _check_graph(featurize(kernel), kernel)
+            n_kernels += 1
+    assert n_kernels > 100, n_kernels
+    for path in _corpus_files():  # when the corpus is there
         for text in split_modules(path.read_text()):
             for kernel in kernels_of(text):
                 _check_graph(featurize(kernel), kernel)
                 n_kernels += 1
-    assert n_kernels > 100
 
 
 def test_kernel_output_flag_on_multi_output_fusion():

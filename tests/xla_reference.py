@@ -18,6 +18,12 @@ _SPECIAL_SPELLINGS = {
     "kOptimizationBarrier": "opt-barrier", "kTopK": "topk",
 }  # fmt: skip
 
+#: Opcodes whose called computations `xla_parse` reports (under "calls").
+CALLERS = frozenset(
+    """fusion call while conditional reduce reduce-window sort scatter select-and-scatter map all-reduce
+    all-reduce-start reduce-scatter custom-call scan""".split()
+)
+
 _CHILD = r"""
 import json, re, sys
 from jaxlib import _hlo
@@ -25,16 +31,29 @@ special = json.loads(sys.argv[1])
 def spell(op):
     k = str(op).split(".")[-1]
     return special.get(k) or re.sub(r"(?<!^)([A-Z])", r"-\1", k[1:]).lower()
+# The binding has no called_computations(): read them from the text of the instructions that
+# can call computations (async-start/update/done print the wrapped op in place: not read).
+CALLERS = set(json.loads(sys.argv[2]))
+CALLS = re.compile(
+    r", (?:to_apply|calls|body|condition|branch_computations|true_computation|false_computation|select|scatter"
+    r"|called_computations)=(\{[^}]*\}|%[^\s,)}]+)"
+)
 for text in json.load(sys.stdin):
     try:
         m = _hlo.hlo_module_from_text(text)
     except Exception as e:
         print(json.dumps({"error": str(e)[:500]}), flush=True)
         continue
-    comps = {}
+    comps, calls = {}, {}
     for c in m.computations():
         comps[c.name] = {i.name: [spell(i.opcode), [o.name for o in i.operands()]] for i in c.instructions()}
-    print(json.dumps({"name": m.name, "computations": comps}), flush=True)
+        for i in c.instructions():
+            if comps[c.name][i.name][0] not in CALLERS:
+                continue
+            called = [n for v in CALLS.findall(i.to_string().split(", metadata=")[0]) for n in re.findall(r"%([^\s,}]+)", v)]
+            if called:
+                calls.setdefault(c.name, {})[i.name] = called
+    print(json.dumps({"name": m.name, "computations": comps, "calls": calls}), flush=True)
 """
 
 
@@ -47,7 +66,10 @@ def available() -> bool:
 
 
 def xla_parse(texts: list[str], timeout: float = 300) -> list[dict]:
-    """Parse each text with XLA; per text a dict {name, computations} or {error}.
+    """Parse each text with XLA; per text a dict {name, computations, calls} or {error}.
+
+    ``computations``: {computation: {instruction: [opcode, [operand names]]}}; ``calls``:
+    {computation: {instruction: [called computation names]}} for instructions that call any.
 
     The child prints one JSON line per text; when XLA aborts the process on a text, that text
     is recorded as {"error": "XLA crashed"} and a new child carries on with the next one.
@@ -56,7 +78,7 @@ def xla_parse(texts: list[str], timeout: float = 300) -> list[dict]:
     while len(results) < len(texts):
         rest = texts[len(results) :]
         proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, json.dumps(_SPECIAL_SPELLINGS)],
+            [sys.executable, "-c", _CHILD, json.dumps(_SPECIAL_SPELLINGS), json.dumps(sorted(CALLERS))],
             input=json.dumps(rest),
             capture_output=True,
             text=True,

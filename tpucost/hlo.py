@@ -20,7 +20,10 @@ message that quotes the offending text. No other exception escapes `parse_module
 parser always advances, so no input makes it hang.
 
 The grammar follows XLA's own parser (``xla/hlo/parser/hlo_parser.cc``); where XLA is stricter
-than we need (for example it infers and checks many shapes) we accept more.
+than we need (for example it infers and checks many shapes) we accept more. Names follow it too:
+instruction and computation names are made unique module-wide as XLA's NameUniquer does, and
+computations written inline in attributes (``to_apply={...}``) are named ``_``, ``_.1``, ... in
+file order, so the names agree with those XLA gives the same text.
 """
 
 from __future__ import annotations
@@ -339,6 +342,7 @@ _CLOSE = {"(": ")", "[": "]", "{": "}"}
 _ATTR_START = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*[ \t]*=")
 _INLINE_BODY = re.compile(r"\{\s*(?:ROOT\s+)?%?[A-Za-z_][A-Za-z0-9_.\-]*\s*=")
 _INLINE_OP = re.compile(r"([a-z][a-z0-9\-]*)\(")
+_LAYOUT_START = re.compile(r"-?\d|:")
 
 
 class _Parser:
@@ -351,6 +355,7 @@ class _Parser:
         self.depth = 0
         self.pending: list[Instruction] = []  # instructions written inline as operands
         self.inline_count = 0
+        self.inline_bodies = 0
         self.inline_computations: list[Computation] = []  # bodies written inside attributes
         self._line_starts: list[int] | None = None
 
@@ -467,6 +472,7 @@ class _Parser:
             entry.is_entry = True
         _check_called_computations(self, computations)
         module = Module(name=name, computations=computations, entry=entry, attributes=attributes)
+        _uniquify_computation_names(module)
         _uniquify_names(module)
         return module
 
@@ -579,8 +585,9 @@ class _Parser:
             value_pos = self.pos
             value = self.attribute_value(key)
             if key in _COMPUTATION_ATTRS and _INLINE_BODY.match(value):
-                value = self.inline_computation(f"{name}.{key}", value_pos)
-            attributes[key] = _convert_attribute(self, key, value, key_pos)
+                attributes[key] = self.inline_computation(value_pos)
+            else:
+                attributes[key] = _convert_attribute(self, key, value, key_pos)
             if key in _COMPUTATION_ATTRS:
                 value = attributes[key]
                 called.extend(value if isinstance(value, tuple) else (value,))
@@ -588,8 +595,12 @@ class _Parser:
         _check_instruction(self, inst, op_start)
         return inst
 
-    def inline_computation(self, name: str, pos: int) -> str:
-        """``calls={ p0 = f32[] parameter(0) ... }``: a computation body written in place."""
+    def inline_computation(self, pos: int) -> str:
+        """``calls={ p0 = f32[] parameter(0) ... }``: a computation body written in place.
+
+        Returns the computation's provisional name ``_#<k>`` (``#`` cannot occur in a name of the
+        text); `_uniquify_computation_names` later names it ``_``, ``_.1``, ... as XLA does.
+        """
         end = self.pos
         self.pos = pos
         self.skip()
@@ -604,10 +615,11 @@ class _Parser:
         self.pending = saved
         if self.pos != end:
             raise self.error("unexpected text after an inline computation body")
-        comp = Computation(name, instructions)
+        self.inline_bodies += 1
+        comp = Computation(f"_#{self.inline_bodies}", instructions)
         _check_computation(self, comp)
         self.inline_computations.append(comp)
-        return "%" + name
+        return comp.name
 
     def attribute_follows(self) -> bool:
         """True when the text continues with `, name=` (the next attribute)."""
@@ -683,10 +695,24 @@ class _Parser:
                     if self.accept("]"):
                         break
                     self.expect(",", "',' or ']' in the dimensions")
-            layout = None
-            if self.text.startswith("{", self.pos):  # a layout is glued to the dims
-                layout = self.layout(len(dims))
+            layout = self.layout(len(dims)) if self.layout_follows() else None
             return Shape(word, tuple(dims), tuple(dynamic), layout)
+
+    def layout_follows(self) -> bool:
+        """True when a layout ``{...}`` comes next, glued to the dims or after whitespace.
+
+        As in XLA's parser, a ``{`` starts a layout only when an integer or ``:`` follows it
+        (``f32[4] {0}``, ``f32[8,128] {1,0:T(8,128)}``); any other ``{`` is not part of the shape
+        -- e.g. the body of ``ENTRY %main (p: f32[4]) -> f32[4] {``, whose next token is an
+        instruction name. A glued ``{}`` is also read as an (empty) layout, which XLA rejects.
+        """
+        brace = _SKIP.match(self.text, self.pos).end()
+        if not self.text.startswith("{", brace):
+            return False
+        after = _SKIP.match(self.text, brace + 1).end()
+        if _LAYOUT_START.match(self.text, after):
+            return True
+        return brace == self.pos and self.text.startswith("}", brace + 1)
 
     def layout(self, rank: int) -> Layout:
         self.expect("{")
@@ -1149,6 +1175,37 @@ class _NameUniquer:
         return f"{root}.{number}"
 
 
+def _uniquify_computation_names(module: Module) -> None:
+    """Name computations as XLA's parser does: inline bodies ``_``, ``_.1``, ...; clashes renamed.
+
+    XLA names every computation written inline in an attribute (``to_apply={...}``) ``_`` and
+    then passes all computation names of the module, in file order (an inline body comes before
+    the computation holding it), through one NameUniquer. So inline bodies become ``_``, ``_.1``,
+    ``_.2``, ... unless a computation of the text already took one of those names, and a named
+    computation clashing with an earlier one (``_`` after an inline body, ``g`` after ``g.0``)
+    gets the next free suffix. References (``to_apply=``, ``calls=``, ...) follow the renaming.
+    """
+    uniquer = _NameUniquer()
+    renamed: dict[str, str] = {}
+    for old, comp in module.computations.items():
+        comp.name = uniquer.unique(old.split("#")[0])  # inline bodies: "_#3" -> "_", "_.1", ...
+        renamed[old] = comp.name
+    if all(old == new for old, new in renamed.items()):
+        return
+    module.computations = {comp.name: comp for comp in module.computations.values()}
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            if not inst.called_computations:
+                continue
+            inst.called_computations = [renamed.get(c, c) for c in inst.called_computations]
+            for key in _COMPUTATION_ATTRS & inst.attributes.keys():
+                value = inst.attributes[key]
+                if isinstance(value, tuple):
+                    inst.attributes[key] = tuple(renamed.get(c, c) for c in value)
+                elif isinstance(value, str):
+                    inst.attributes[key] = renamed.get(value, value)
+
+
 def _uniquify_names(module: Module) -> None:
     """Rename clashing instruction names module-wide, as XLA's parser does.
 
@@ -1203,8 +1260,9 @@ def _wrap_async_shorthand(comp: Computation, existing: dict[str, Computation]) -
             for i in range(len(inst.operands))
         ]
         keep = {k: v for k, v in inst.attributes.items() if k not in ("async_wrapped_opcode", "async_execution_thread")}
+        called = [c for k, v in keep.items() if k in _COMPUTATION_ATTRS for c in (v if isinstance(v, tuple) else (v,))]
         op = Instruction(wrapped_op, wrapped_op, result, [f"async_param#{i}" for i in range(len(params))],
-                         keep, [], True, inst.line)
+                         keep, called, True, inst.line)
         for i, param in enumerate(params):
             param.name = f"async_param#{i}"
         created.append(Computation(name, [*params, op], is_entry=False))
