@@ -142,3 +142,12 @@ def rand_graph(rng: np.random.Generator, n: int, max_opcode: int = len(features.
         name=f"k{n}",
         kind="loop",
     )
+
+
+def pytest_configure(config):
+    """Tests never read or write the user's cache (rooflines, calibration corrections)."""
+    import os
+    import tempfile
+
+    if "TPUCOST_CACHE_DIR" not in os.environ:
+        os.environ["TPUCOST_CACHE_DIR"] = tempfile.mkdtemp(prefix="tpucost-test-cache-")

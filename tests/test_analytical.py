@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpucost import analytical
+from tpucost import analytical, costmodel, data
 from tpucost.analytical import (
     AnalyticalModel,
     DeviceRoofline,
@@ -181,17 +181,37 @@ def test_model_recovers_per_kind_scale(synthetic):
     assert again.roofline == ROOF
 
 
-def test_model_uses_only_the_training_data(synthetic):
+def test_model_uses_only_the_training_data(synthetic, tmp_path, monkeypatch):
+    """Fit through `costmodel.train_kernel_models` on a data set holding the test labels too:
+    garbage test labels must not move a coefficient."""
+    monkeypatch.setattr(analytical, "calibrate", lambda *args, **kwargs: ROOF)
     est = np.array([roofline_ns(kernel_cost(g), ROOF) for g in synthetic])
     kinds = np.array([g.kind for g in synthetic])
-    train = np.array([0, 1, 2, 4, 5])  # three exps, two dots
     y = est * np.where(kinds == "dot", 2.0, 5.0)
-    y_test_garbage = y.copy()
-    y_test_garbage[[3, 6]] *= 1000.0  # held-out kernels' labels must not matter
-    for labels in (y, y_test_garbage):
-        model = AnalyticalModel(ROOF).fit([synthetic[i] for i in train], labels[train], kinds[train])
+    # kernels 0-3 are exps, 4-6 dots; 3, 5, 6 run in held-out (test) families. One train dot against
+    # two test dots: a fit that saw the test labels would take its dot median from them.
+    family = ["mlp", "mlp", "mlp", "unet", "mlp", "gru", "nerf_mlp"]
+    meta = {"form": "forward", "configuration": "default", "backend": "cpu", "device_kind": "cpu", "jax_version": "0"}
+    test = [3, 5, 6]
+    y_garbage = y.copy()
+    y_garbage[test] *= 1000.0
+    fitted = []
+    for name, labels in (("clean", y), ("garbage", y_garbage)):
+        ds = data.concat([
+            data.from_graphs([g], [labels[i]], [1], {**meta, "program_id": f"{family[i]}-{i}", "family": family[i]})
+            for i, g in enumerate(synthetic)
+        ])
+        assert costmodel.split_indices(ds, "hard").test.tolist() == test
+        costmodel.train_kernel_models(ds, "hard", tmp_path / name, methods=("analytical",), progress=False)
+        model = AnalyticalModel.from_json((tmp_path / name / "analytical.json").read_text())
         assert model.coefficients == pytest.approx({"dot": 2.0, "kLoop": 5.0})
-        assert sum(model.counts.values()) == len(train)
+        assert model.counts == {"dot": 1, "kLoop": 3}
+        fitted.append((model.coefficients, model.global_coefficient))
+    assert fitted[0] == fitted[1]
+
+
+def test_model_fit_kinds_and_predict_before_fit(synthetic):
+    y = np.array([roofline_ns(kernel_cost(g), ROOF) for g in synthetic])
     # explicit kinds override graph.kind; predict before fit is an error
     assert AnalyticalModel(ROOF).fit(synthetic, y, ["all"] * len(synthetic)).coefficients.keys() == {"all"}
     with pytest.raises(RuntimeError):

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from tpucost import cli, collect, data, hlo, kernels
+from tpucost import cli, collect, data, device, hlo, kernels
 from tpucost.programs import compile_program, generate_programs
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="collected on XLA:CPU")
@@ -129,9 +129,61 @@ def test_additivity_table_and_cli(tmp_path, capsys):
     table = collect.additivity_table(out)
     assert len(table) == 2 and set(table["family"]) == {"mlp"}
     assert (table["additivity_ratio"] > 0).all()
-    far = (table["additivity_ratio"] < 0.7) | (table["additivity_ratio"] > 1.3)
+    lo, hi = collect.ADDITIVE
+    far = (table["additivity_ratio"] < lo) | (table["additivity_ratio"] > hi)
     assert ((table["reason"] != "") == far).all()
-    assert cli.main(["data", "additivity", str(out)]) == 0
+    assert cli.main(["data", "additivity", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["pairs"] == 2 and set(summary["median_by_family"]) == {"mlp"}
+    for key in ("median", "p10", "p90", "max", "within_0.8_1.1", "above_1.1"):
+        assert 0 <= summary[key] < 100, key
+    assert summary["pairs_ge_1ms"]["pairs"] == int((table["wall_ns"] >= 1e6).sum())
+    assert summary["within_0.8_1.1"] == ((table["additivity_ratio"] >= lo) & (table["additivity_ratio"] <= hi)).mean()
     assert cli.main(["data", "additivity", str(tmp_path / "empty")]) == 2
+
+
+def test_collection_records_its_device(reference, capsys):
+    recorded = collect.read_device(reference.root)
+    assert recorded == reference.device and recorded["id"] == device.fingerprint()["id"]
+    assert cli.main(["data", "stats", str(reference.root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["device"]["id"] == recorded["id"]
+
+
+def _another_machine(monkeypatch):
+    real = device.fingerprint
+
+    def elsewhere():
+        fp = dict(real(), cpu_model="Some Other CPU", cpu_isa=["avx2"])
+        return {**fp, "id": device._identity_hash(fp)}
+
+    monkeypatch.setattr(device, "fingerprint", elsewhere)
+
+
+def test_resume_on_another_device_is_refused(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    collect.collect(out, 1, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
+    _another_machine(monkeypatch)
+    with pytest.raises(ValueError, match="a data set comes from one device"):
+        collect.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",),
+                        progress=False, resume=True)
+
+
+def test_merge_refuses_folders_of_different_devices(tmp_path, monkeypatch, capsys):
+    kwargs = dict(repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False, do_finalize=False)
+    collect.collect(tmp_path / "here", 2, 0, shard=(0, 2), **kwargs)
+    with monkeypatch.context() as m:
+        _another_machine(m)
+        collect.collect(tmp_path / "there", 2, 0, shard=(1, 2), **kwargs)
+    args = ["data", "merge", "--out", str(tmp_path / "merged"), str(tmp_path / "here"), str(tmp_path / "there")]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Some Other CPU" in err and str(tmp_path / "here") in err
+    assert cli.main([*args, "--allow-mixed-devices"]) == 0
+    assert data.load_kernel_dataset(tmp_path / "merged").device is None  # no single device to name
+
+
+def test_collect_into_an_unwritable_folder_is_one_line(capsys):
+    assert cli.main(["collect", "--out", "/proc/tpucost-cannot-be-here", "--programs", "1", "--all-cores",
+                     "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write the collection folder /proc/tpucost-cannot-be-here") and err.count("\n") == 1

@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import rand_graph
 
-from tpucost import cli, collect, costmodel, data, hlo, kernels, train
+from tpucost import cli, collect, costmodel, data, hlo, kernels, models, train
 
 METHODS = ("gnn", "lstm", "analytical")
 
@@ -36,10 +37,41 @@ def test_training_writes_every_method_and_evaluates_on_test(tiny, trained):
     assert (out / "analytical.json").exists()
     saved = json.loads((out / "evaluation.json").read_text())
     assert set(saved["results"]) == set(METHODS)
-    _, _, test_idx = costmodel.split_indices(tiny, "random")
-    assert saved["test_kernels"] == len(test_idx) > 0
+    split = costmodel.split_indices(tiny, "random")
+    assert saved["test_kernels"] == len(split.test) > 0 and saved["test_programs"] == len(split.test_programs) > 0
+    rows = data.program_rows(tiny, split.test_programs)
     for method in METHODS:
-        assert saved["results"][method]["n_kernels"] == len(test_idx)
+        result = saved["results"][method]
+        assert result["n_kernels"] == len(rows.kernel) and result["n_programs"] == len(split.test_programs)
+        assert result["unseen"]["n_kernels"] == np.isin(rows.kernel, split.test).sum() > 0
+        assert sum(result["n_programs_by_family"].values()) == len(split.test_programs)
+
+
+def test_evaluate_split_scores_every_kernel_each_test_program_ran():
+    rng = np.random.default_rng(0)
+    s, a, b, c, e = (rand_graph(rng, n)._replace(name=name) for n, name in zip((3, 4, 5, 6, 7), "sabce", strict=True))
+    meta = {"form": "forward", "configuration": "default", "backend": "cpu", "device_kind": "cpu", "jax_version": "0"}
+    programs = {"p0": ("mlp", [s, a]), "p1": ("unet", [s, b]), "p2": ("gru", [s, c, e])}
+    ds = data.dedup(data.concat([
+        data.from_graphs(gs, [1000.0] * len(gs), [1] * len(gs), {**meta, "program_id": p, "family": f})
+        for p, (f, gs) in programs.items()
+    ]))
+    kernel = {str(n): i for i, n in enumerate(ds.name)}  # s is stored once, first seen in p0 (train)
+    split = data.Split(np.array(["p0"]), np.array([], str), np.array(["p1", "p2"]),
+                       np.array([kernel["s"], kernel["a"]]), np.array([], np.int64),
+                       np.array([kernel["b"], kernel["c"], kernel["e"]]))
+    ape = {"s": 100.0, "a": 0.0, "b": 10.0, "c": 10.0, "e": 40.0}  # predicted = true * (1 + APE / 100)
+
+    def predict(graphs):
+        return np.array([1000.0 * (1 + ape[g.name] / 100) for g in graphs])
+
+    r = costmodel.evaluate_split(ds, split, predict)
+    assert (r["n_kernels"], r["n_programs"]) == (5, 2)  # s counts under p1 and p2, a not at all
+    assert r["mape_lt5us"] == pytest.approx((55.0 + 50.0) / 2)  # p1: (100 + 10) / 2; p2: (100 + 10 + 40) / 3
+    assert r["per_family"]["unet"]["mape_lt5us"] == pytest.approx(55.0)
+    assert (r["unseen"]["n_kernels"], r["unseen"]["n_programs"]) == (3, 2)  # b, c, e
+    assert r["unseen"]["mape_lt5us"] == pytest.approx((10.0 + 25.0) / 2)
+    assert r["n_programs_by_family"] == {"gru": 1, "unet": 1}
 
 
 def test_cost_model_predicts_positive_runtimes(tiny, trained):
@@ -50,18 +82,26 @@ def test_cost_model_predicts_positive_runtimes(tiny, trained):
         assert pred.shape == (len(tiny),) and np.all(np.isfinite(pred)) and np.all(pred > 0)
 
 
-def test_test_labels_do_not_influence_training(tiny, tmp_path):
-    _, _, test_idx = costmodel.split_indices(tiny, "random")
+def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path):
+    """Several epochs of both networks (so early stopping has a choice) and the analytical fit:
+    garbage test labels change no validation loss, no chosen epoch and no prediction."""
+    split = costmodel.split_indices(tiny, "random")
     changed = data.load_kernel_dataset(tiny.root)
-    changed.runtime_ns[test_idx] *= 100.0
+    changed.runtime_ns[split.test] = 1e9 / changed.runtime_ns[split.test]  # garbage, order reversed
+    changed.runtime_ns[split.test[::2]] *= 100.0
+    tiny_model = models.ModelConfig(opcode_embed=4, hidden=8, num_layers=1)
+    config = train.TrainConfig.smoke(epochs=4, patience=4, batch_size=128, model=tiny_model)  # one step per epoch
     graphs = [tiny.graph(i) for i in range(len(tiny))]
-    preds = []
+    runs = []
     for ds, name in ((tiny, "a"), (changed, "b")):
-        costmodel.train_kernel_models(ds, "random", tmp_path / name, train.TrainConfig.smoke(epochs=1),
-                                      methods=("gnn", "analytical"), progress=False)
-        preds.append([costmodel.CostModel.load(tmp_path / name, m).predict(graphs) for m in ("gnn", "analytical")])
-    np.testing.assert_allclose(preds[0][0], preds[1][0], rtol=1e-6)
-    np.testing.assert_allclose(preds[0][1], preds[1][1], rtol=1e-9)
+        report = costmodel.train_kernel_models(ds, "random", tmp_path / name, config, progress=False)
+        preds = {m: costmodel.CostModel.load(tmp_path / name, m).predict(graphs) for m in METHODS}
+        runs.append((report["histories"], preds))
+    for method in ("gnn", "lstm"):
+        assert len(runs[0][0][method]["val_loss"]) == 4  # every epoch ran: a real choice to make
+        assert runs[0][0][method]["val_loss"] == runs[1][0][method]["val_loss"]
+        np.testing.assert_allclose(runs[0][1][method], runs[1][1][method], rtol=1e-6)
+    np.testing.assert_allclose(runs[0][1]["analytical"], runs[1][1]["analytical"], rtol=1e-9)
 
 
 def test_predict_program_covers_every_kernel(trained):
@@ -91,8 +131,13 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
                      "--split", "random", "--json"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert set(table) == set(METHODS)
+    headline = {"mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs"}
     for row in table.values():
-        assert set(row) == {"mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs"}
+        assert set(row) == headline | {"unseen", "n_programs_by_family"} and set(row["unseen"]) == headline
+        assert row["unseen"]["n_kernels"] <= row["n_kernels"]
+        assert sum(row["n_programs_by_family"].values()) == row["n_programs"]
+    assert cli.main(["evaluate", "--model", str(out), "--data", str(tiny.root), "--split", "random"]) == 0
+    assert "Unseen" in capsys.readouterr().out
     bad = tmp_path / "bad.hlo"
     bad.write_text("HloModule m\nENTRY e {\n  ROOT x = f32[] frob()\n}\n")
     assert cli.main(["predict", "--model", str(out), str(bad)]) == 2

@@ -120,28 +120,80 @@ def test_schema_json_and_missing(dataset, tmp_path):
     assert not zipfile.is_zipfile(tmp_path / "kernels-00000.npz")
 
 
-def test_split_random_program_disjoint_and_deterministic(dataset):
-    train, val, test = data.split_random(dataset, seed=3)
-    assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(len(dataset)))
-    parts = [set(dataset.program_id[ix]) for ix in (train, val, test)]
-    assert not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
-    assert all(parts)
+def _sources(ds: data.KernelDataset, i: int) -> tuple[set[str], set[str]]:
+    """(programs, families) kernel ``i`` was measured in."""
+    s0, s1 = ds.source_offsets[i], ds.source_offsets[i + 1]
+    return set(ds.source_program_id[s0:s1].tolist()), set(ds.source_family[s0:s1].tolist())
+
+
+def _assert_partition(ds: data.KernelDataset, split: data.Split) -> None:
+    """Every program is in exactly one part, every kernel in exactly one part."""
+    parts = (split.train_programs, split.val_programs, split.test_programs)
+    everyone = np.concatenate(parts).tolist()
+    assert sorted(everyone) == sorted(set(ds.source_program_id.tolist()))  # once each, all of them
+    assert sorted(np.concatenate(list(split)).tolist()) == list(range(len(ds)))
+
+
+def test_split_random_assigns_programs_and_keeps_test_kernels_unseen(dataset):
+    shared = int(np.flatnonzero(dataset.count == 12)[0])  # ran in every program
+    first_program_held_out = 0
+    for seed in range(10):
+        split = data.split_random(dataset, seed=seed)
+        _assert_partition(dataset, split)
+        assert all(len(p) for p in (split.train_programs, split.val_programs, split.test_programs))
+        train_p, val_p = set(split.train_programs), set(split.val_programs)
+        for i in split.train:
+            assert _sources(dataset, i)[0] & train_p
+        for i in split.val:
+            assert _sources(dataset, i)[0] & val_p and not _sources(dataset, i)[0] & train_p
+        assert len(split.test)
+        for i in split.test:  # unseen: no source in a train (or val) program
+            assert _sources(dataset, i)[0] <= set(split.test_programs)
+        assert shared in split.train  # whatever its first program's part
+        first_program_held_out += dataset.program_id[shared] not in train_p
+    assert first_program_held_out  # some seed put the shared kernel's first program in val or test
+    train, val, test = split = data.split_random(dataset, seed=3)  # unpacks as kernel indices
     again = data.split_random(dataset, seed=3)
     assert all(np.array_equal(a, b) for a, b in zip((train, val, test), again, strict=True))
+    assert np.array_equal(split.test_programs, again.test_programs)
     other = data.split_random(dataset, seed=4)
-    assert not all(np.array_equal(a, b) for a, b in zip((train, val, test), other, strict=True))
+    assert not np.array_equal(split.test_programs, other.test_programs)
 
 
-def test_split_hard_family_disjoint(dataset):
-    train, val, test = data.split_hard(dataset)
-    assert sorted(np.concatenate([train, val, test]).tolist()) == list(range(len(dataset)))
-    assert set(dataset.family[test]) <= set(data.HARD_TEST_FAMILIES) | {"mlp"}  # the shared kernel
-    assert set(dataset.family[val]) == set(data.HARD_VAL_FAMILIES)
+def test_split_hard_holds_out_whole_families(dataset):
+    split = data.split_hard(dataset)
+    _assert_partition(dataset, split)
+    family_of = dict(zip(dataset.source_program_id.tolist(), dataset.source_family.tolist(), strict=True))
+    assert {family_of[p] for p in split.test_programs} == set(data.HARD_TEST_FAMILIES)
+    assert {family_of[p] for p in split.val_programs} == set(data.HARD_VAL_FAMILIES)
     held_out = set(data.HARD_TEST_FAMILIES) | set(data.HARD_VAL_FAMILIES)
-    for i in train:  # no train kernel was ever measured in a held-out family
-        s0, s1 = dataset.source_offsets[i], dataset.source_offsets[i + 1]
-        assert not set(dataset.source_family[s0:s1]) & held_out
-    assert all(np.array_equal(a, b) for a, b in zip((train, val, test), data.split_hard(dataset), strict=True))
+    assert not {family_of[p] for p in split.train_programs} & held_out
+    assert len(split.train_programs) + len(split.val_programs) + len(split.test_programs) == 12
+    for i in split.train:  # no train kernel was ever measured in a held-out family
+        assert not _sources(dataset, i)[1] & held_out
+    rows = data.program_rows(dataset, split.test_programs)
+    assert set(rows.kernel.tolist()) == set(split.test.tolist())  # all a test program ran is held out
+    shared = int(np.flatnonzero(dataset.count == 12)[0])
+    assert shared in split.test and dataset.family[shared] == "mlp"  # first seen in a train family
+    again = data.split_hard(dataset)
+    assert all(np.array_equal(a, b) for a, b in zip(split, again, strict=True))
+
+
+def test_program_rows_one_row_per_program_and_kernel():
+    rng = np.random.default_rng(1)
+    g, h, k = _graph(rng, 3, "g"), _graph(rng, 4, "h"), _graph(rng, 5, "k")
+    ds = data.dedup(data.concat([
+        _records("a-0", "mlp", "default", [g, g._replace(name="g2"), h], [1.0, 2.0, 3.0]),  # g twice
+        _records("a-0", "mlp", "fast", [g], [1.5]),  # same program, another configuration
+        _records("b-1", "gru", "default", [k, g], [4.0, 5.0]),
+    ]))
+    assert ds.program_id.tolist() == ["a-0", "a-0", "b-1"]  # g, h, k: g's first program is a-0
+    rows = data.program_rows(ds, ["b-1", "a-0"])
+    assert list(zip(rows.program_id.tolist(), rows.kernel.tolist(), rows.family.tolist(), strict=True)) == [
+        ("a-0", 0, "mlp"), ("a-0", 1, "mlp"), ("b-1", 0, "gru"), ("b-1", 2, "gru")]
+    only_b = data.program_rows(ds, ["b-1"])
+    assert only_b.kernel.tolist() == [0, 2] and set(only_b.program_id) == {"b-1"}  # g under b-1 too
+    assert len(data.program_rows(ds, []).kernel) == 0
 
 
 def test_stats(dataset, tmp_path):

@@ -95,3 +95,16 @@ def test_error_by_kind():
     assert list(df.index) == ["kLoop", "dot"]
     assert df.loc["kLoop", "median_ape"] == pytest.approx(10.0)
     assert df.loc["kLoop", "count"] == 3 and df.loc["dot", "median_ape"] == pytest.approx(200.0)
+
+
+def test_evaluate_scores_a_kernel_in_every_program_given():
+    # one kernel (true 1000, predicted 2000: APE 100) ran in programs P and Q: one row under each
+    pred = np.array([2000.0, 1100.0, 2000.0, 1100.0, 1200.0])
+    true = np.array([1000.0, 1000.0, 1000.0, 1000.0, 1000.0])
+    prog = np.array(["P", "P", "Q", "Q", "Q"])
+    fam = np.array(["cnn", "cnn", "gru", "gru", "gru"])
+    r = evaluate(pred, true, prog, fam)
+    assert (r["n_kernels"], r["n_programs"]) == (5, 2)
+    assert r["mape_lt5us"] == pytest.approx((55.0 + 130 / 3) / 2)  # P: (100 + 10) / 2, Q: (100 + 10 + 20) / 3
+    assert r["per_family"]["gru"]["mape_lt5us"] == pytest.approx(130 / 3)
+    assert r["per_family"]["cnn"]["n_kernels"] == 2

@@ -2,18 +2,25 @@
 
 Commands:
   hlo FILE [--json]   parse one HLO text file and list its kernels
-  collect --out DIR [--programs N] [--seed S] [--shard I/N] [--resume] [--repeats R]
+  collect --out DIR [--programs N] [--seed S] [--shard I/N] [--resume] [--repeats R] [--max-load L]
                       measure corpus programs into a kernel data set (tpucost.collect)
-  data merge --out DIR PART_DIR...   deduplicate several collect folders into one data set
+  data merge --out DIR PART_DIR... [--allow-mixed-devices]
+                                     deduplicate several collect folders into one data set
   data stats [DIR] [--json]          summary of a data set (default: the bundled one)
   data noise [DIR] [--sample N]      re-measure a sample of kernels: the label noise floor
-  data additivity [DIR]              summed kernel labels / program wall time, from the collect log
+  data additivity [DIR] [--json]     summed kernel labels / program wall time, from the collect log
   train --task kernel [--data DIR] [--split random|hard] [--out DIR] [--epochs N] [--smoke]
-                      train the GNN and LSTM, fit the analytical baseline, evaluate on the test part
+                      train the GNN and LSTM, fit the analytical baseline, evaluate on the test programs
   evaluate --task kernel [--model DIR] [--data DIR] --split random|hard [--json]
-                      metrics of the three methods on the split's test part (Table 2)
+                      metrics of the three methods on the split's test programs (Table 2): all
+                      kernels they ran, and only the test kernels never seen in training
   predict [--model DIR] [--method gnn|lstm|analytical] FILE.hlo [--json]
                       predicted runtime of each kernel of an optimized HLO file, and the total
+  calibrate [--model DIR] [--method gnn|lstm|analytical] [--json]
+                      measure the calibration programs on this device and fit the model's correction
+
+Commands that measure (collect, data noise, calibrate) first pin the process to one core, the
+label mode of tpucost.device (one kernel at a time); --all-cores measures without pinning.
 """
 
 from __future__ import annotations
@@ -88,16 +95,25 @@ def _names(text: str) -> list[str]:
     return [x for x in text.split(",") if x]
 
 
+def _label_mode(args: argparse.Namespace) -> None:
+    """Pin to one core (tpucost.device's label mode) unless ``--all-cores``; before JAX starts."""
+    from tpucost import device
+
+    if not args.all_cores:
+        device.pin_to_one_core()
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     from tpucost import collect
 
     try:
+        _label_mode(args)
         summary = collect.collect(
             args.out, args.programs, args.seed, shard=args.shard, resume=args.resume, repeats=args.repeats,
             configurations=args.configs, progress=not args.no_progress, families=args.families,
-            do_finalize=not args.no_finalize,
+            do_finalize=not args.no_finalize, max_load=args.max_load,
         )
-    except FileExistsError as err:
+    except (FileExistsError, ValueError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(json.dumps(summary))
@@ -107,7 +123,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
 def cmd_data_merge(args: argparse.Namespace) -> int:
     from tpucost import collect
 
-    ds = collect.merge(args.parts, args.out)
+    try:
+        ds = collect.merge(args.parts, args.out, allow_mixed_devices=args.allow_mixed_devices)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"{args.out}: {len(ds)} kernels from {len(args.parts)} folders")
     return 0
 
@@ -118,7 +138,11 @@ def _print_stats(s: dict) -> None:
     print("configurations: " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_configuration"].items()))
     q = s["runtime_ns_quantiles"]
     print("runtime ns:     " + ", ".join(f"q{k} {v:.4g}" for k, v in q.items() if v is not None))
-    print(f"noise:          median rel {s['noise_median_rel']}, p90 rel {s['noise_p90_rel']}")
+    print(f"noise:          median rel {s['noise_median_rel']}, p90 rel {s['noise_p90_rel']} "
+          f"(kernels >= 5 us: {s['noise_median_rel_ge5us']}, {s['noise_p90_rel_ge5us']})")
+    from tpucost import device
+
+    print(f"device:         {device.describe(s['device'])}")
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
@@ -144,11 +168,16 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--configs", type=_names, default=None, help="comma-separated configurations only")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-finalize", action="store_true", help="write parts only (merge them later)")
+    p.add_argument("--max-load", type=float, default=None,
+                   help="pause while the 1-minute load average is above this (e.g. 1.5: measure on a quiet machine)")
+    _all_cores_flag(p)
     p.set_defaults(func=cmd_collect)
     d = sub.add_parser("data", help="kernel data set tools").add_subparsers(dest="data_command", required=True)
     p = d.add_parser("merge", help="deduplicate collect folders into one data set")
     p.add_argument("--out", required=True)
     p.add_argument("parts", nargs="+", metavar="PART_DIR")
+    p.add_argument("--allow-mixed-devices", action="store_true",
+                   help="merge folders measured on different devices (their labels are not comparable)")
     p.set_defaults(func=cmd_data_merge)
     p = d.add_parser("stats", help="summary of a data set")
     p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)")
@@ -159,9 +188,11 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample", type=int, default=200, help="kernels to re-measure")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
+    _all_cores_flag(p)
     p.set_defaults(func=cmd_data_noise)
     p = d.add_parser("additivity", help="sum of kernel labels / program wall time, over a collect log")
     p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_data_additivity)
 
 
@@ -172,16 +203,29 @@ def cmd_data_additivity(args: argparse.Namespace) -> int:
     if table.empty:
         print(f"error: no measured programs in the log of {args.dir or 'the bundled data set'}", file=sys.stderr)
         return 2
-    print(json.dumps(collect.additivity_summary(table), indent=1))
-    return 0
+    return _emit(collect.additivity_summary(table), args.json, _print_additivity)
+
+
+def _print_additivity(s: dict) -> None:
+    for label, part in (("all pairs", s), ("pairs >= 1 ms", s["pairs_ge_1ms"])):
+        if not part.get("pairs"):
+            print(f"{label}: none")
+            continue
+        print(f"{label}: {part['pairs']}, summed labels / wall time median {part['median']:.2f} "
+              f"(p10 {part['p10']:.2f}, p90 {part['p90']:.2f}, max {part['max']:.2f}); "
+              f"{100 * part['within_0.8_1.1']:.0f}% within 0.8-1.1, {100 * part['above_1.1']:.0f}% above 1.1")
+    print(f"dispatch overhead per kernel (median of (wall - summed labels) / kernels): {s['dispatch_ns_per_kernel']:.0f} ns")
+    for reason, n in s["outside_by_reason"].items():
+        print(f"  {n} pairs outside 0.8-1.1: {reason}")
 
 
 def cmd_data_noise(args: argparse.Namespace) -> int:
     from tpucost import collect
 
     try:
+        _label_mode(args)
         result = collect.measure_noise(args.dir, args.sample, args.seed, progress=not args.no_progress)
-    except (FileNotFoundError, ValueError) as err:
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
@@ -215,13 +259,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     report = costmodel.train_kernel_models(ds, args.split, out, config, methods=args.methods,
                                            progress=not args.no_progress, data_dir=args.data)
     print(json.dumps({"out": out, "train_seconds": report["train_seconds"],
-                      **{m: _headline(r) for m, r in report["results"].items()}}, indent=1))
+                      **{m: _summary(r) for m, r in report["results"].items()}}, indent=1))
     return 0
 
 
 def _headline(result: dict) -> dict:
     keys = ("mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs")
     return {k: result.get(k) for k in keys}
+
+
+def _summary(result: dict) -> dict:
+    """The headline of all test-program rows, ``"unseen"`` (test kernels only), ``"n_programs_by_family"``."""
+    return {**_headline(result), "unseen": _headline(result.get("unseen", {})),
+            "n_programs_by_family": result.get("n_programs_by_family", {})}
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -234,14 +284,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    summary = {m: _headline(r) for m, r in results.items()}
+    summary = {m: _summary(r) for m, r in results.items()}
     return _emit(summary, args.json, _print_table2)
 
 
 def _print_table2(summary: dict) -> None:
     from tpucost import evaluate
 
+    print("All kernels the test programs ran (kernels = (program, kernel) rows):")
     print(evaluate.comparison_table(summary).to_string())
+    print("\nUnseen: only the test kernels, never seen in training:")
+    print(evaluate.comparison_table({m: r["unseen"] for m, r in summary.items()}).to_string())
+    by_family = next(iter(summary.values()), {}).get("n_programs_by_family", {})
+    print("\ntest programs per family: " + ", ".join(f"{f} {n}" for f, n in by_family.items()))
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -260,6 +315,29 @@ def cmd_predict(args: argparse.Namespace) -> int:
     result = {"kernels": [{"name": k["name"], "predicted_ns": k["predicted_ns"]} for k in estimate.kernels],
               "total_ns": estimate.total_ns}
     return _emit(result, args.json, _print_prediction)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from tpucost import costmodel
+
+    try:
+        _label_mode(args)
+        model = costmodel.CostModel.load(args.model, args.method, calibrated=False)
+        report = model.calibrate(args.programs, args.repeats, progress=not args.no_progress)
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return _emit(report, args.json, _print_calibration)
+
+
+def _print_calibration(r: dict) -> None:
+    from tpucost import device
+
+    print(f"calibrated the {r['method']} model on {device.describe(r['device'])} "
+          f"({r['kernels']} kernels of {r['programs']} programs, {r['seconds']:.0f} s)")
+    print(f"median APE on the calibration kernels: {r['median_ape_before']:.1f}% before, "
+          f"{r['median_ape_after']:.1f}% after (each half corrected by offsets fitted on the other)")
+    print(f"stored in {r['path']}; CostModel.load and predict apply it on this device")
 
 
 def _print_prediction(result: dict) -> None:
@@ -293,6 +371,15 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", choices=("gnn", "lstm", "analytical"), default="gnn")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_predict)
+    p = sub.add_parser("calibrate", help="fit a model's correction for this device (measures calibration programs)")
+    p.add_argument("--model", default=None, help="model folder (default: bundled random-split checkpoints)")
+    p.add_argument("--method", choices=("gnn", "lstm", "analytical"), default="gnn")
+    p.add_argument("--programs", type=int, default=26, help="calibration programs (default 26: each family twice)")
+    p.add_argument("--repeats", type=int, default=10, help="traced runs per program (label = min)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true")
+    _all_cores_flag(p)
+    p.set_defaults(func=cmd_calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -305,6 +392,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_commands(sub)
     _add_model_commands(sub)
     return parser
+
+
+def _all_cores_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--all-cores", action="store_true",
+                   help="measure on every core instead of one (kernels may overlap; labels may not add up)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 * `train_kernel_models(dataset, split, out_dir)` trains the GNN and the LSTM baseline
   (`tpucost.train`), fits the analytical baseline (`tpucost.analytical`) on the TRAINING part
-  only, evaluates all three on the held-out TEST part (`tpucost.evaluate`) and writes::
+  only, evaluates all three on the held-out TEST programs (`evaluate_split`) and writes::
 
       out_dir/gnn/            checkpoint (params.msgpack + config.json)
       out_dir/lstm/           checkpoint
@@ -13,8 +13,12 @@
   `predict_hlo(text)` and `predict_program(fn, *args)` give per-kernel and total estimates for a
   whole program (compiled, never run).
 
-The split is by program (``random``, seed 0) or by family (``hard``): see `tpucost.data`. The test
-part is never used for training, early stopping or fitting coefficients.
+The split is by program (``random``, seed 0) or by family (``hard``): see `tpucost.data`. Test
+labels are never used for training, early stopping or fitting coefficients.
+
+Evaluation is by real program: each test program is scored on every kernel it ran
+(`tpucost.data.program_rows`), grouped under that program, whatever part the kernel is in; the
+``"unseen"`` figures keep only the rows whose kernel is a test kernel (never seen in training).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +34,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from tpucost import analytical, data, evaluate, features, hlo, kernels, train
+from tpucost import analytical, calibration, data, device, evaluate, features, hlo, kernels, train
 from tpucost.features import KernelGraph
 from tpucost.kernels import Kernel
 
@@ -40,6 +45,7 @@ __all__ = [
     "default_model_dir",
     "split_indices",
     "train_kernel_models",
+    "evaluate_split",
     "evaluate_kernel_models",
 ]
 
@@ -52,8 +58,11 @@ def default_model_dir(split: str = "random") -> Path:
     return data.bundled_dir() / "checkpoints" / f"kernel-{split}"
 
 
-def split_indices(ds: data.KernelDataset, split: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(train, val, test) kernel indices of the ``random`` (by program) or ``hard`` (by family) split."""
+def split_indices(ds: data.KernelDataset, split: str, seed: int = 0) -> data.Split:
+    """The ``random`` (by program) or ``hard`` (by family) `tpucost.data.Split`.
+
+    It unpacks as the (train, val, test) kernel indices; ``.test_programs`` etc. name the programs.
+    """
     if split == "random":
         return data.split_random(ds, seed)
     if split == "hard":
@@ -78,7 +87,7 @@ def train_kernel_models(
     progress: bool = True,
     data_dir: str | None = None,
 ) -> dict[str, Any]:
-    """Train/fit each method on the split's train part, evaluate on its test part, save all.
+    """Train/fit each method on the split's train part, evaluate on its test programs, save all.
 
     Methods trained earlier into the same ``out_dir`` (same split) keep their entries in
     ``evaluation.json``, so methods can be trained in separate calls with their own configs.
@@ -87,14 +96,17 @@ def train_kernel_models(
     config = config or train.TrainConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    train_idx, val_idx, test_idx = split_indices(dataset, split)
+    parts = split_indices(dataset, split)
+    train_idx, val_idx, test_idx = parts
     report: dict[str, Any] = {
         "split": split, "data": data_dir or str(dataset.root), "kernels": len(dataset),
         "train_kernels": len(train_idx), "val_kernels": len(val_idx), "test_kernels": len(test_idx),
+        "train_programs": len(parts.train_programs), "val_programs": len(parts.val_programs),
+        "test_programs": len(parts.test_programs),
         "train_configs": {}, "results": {}, "histories": {}, "train_seconds": {},
-        "backend": jax.default_backend(), "jax_version": jax.__version__,
+        "backend": jax.default_backend(), "jax_version": jax.__version__, "device": dataset.device,
     }
-    previous = _previous_report(out / "evaluation.json", split, len(test_idx))
+    previous = _previous_report(out / "evaluation.json", split, len(test_idx), len(parts.test_programs))
     for key in ("train_configs", "results", "histories", "train_seconds"):
         report[key].update({m: v for m, v in previous.get(key, {}).items() if m not in methods})
     for method in methods:
@@ -102,42 +114,72 @@ def train_kernel_models(
         if method == "analytical":
             model = analytical.AnalyticalModel()
             model.fit(_graphs(dataset, train_idx), dataset.runtime_ns[train_idx], dataset.kind[train_idx])
-            (out / "analytical.json").write_text(model.to_json())
+            saved = {**json.loads(model.to_json()), "device": dataset.device}
+            data.write_text_atomic(out / "analytical.json", json.dumps(saved, indent=2))
         else:
             result = train.train_and_evaluate(_method_config(config, method), dataset, train_idx, val_idx,
                                               progress=progress)
             train.save_checkpoint(out / method, result.model, result.config, result.norm,
                                   extra={"split": split, "best_epoch": result.best_epoch,
-                                         "best_val_loss": result.best_val_loss})
+                                         "best_val_loss": result.best_val_loss, "device": dataset.device})
             report["histories"][method] = result.history
             report["train_configs"][method] = result.config.to_dict()
         report["train_seconds"][method] = time.perf_counter() - start
-        predictions = CostModel.load(out, method).predict(_graphs(dataset, test_idx))
-        report["results"][method] = _metrics(dataset, test_idx, predictions)
+        trained = CostModel.load(out, method, calibrated=False)
+        report["results"][method] = evaluate_split(dataset, parts, trained.predict)
     (out / "evaluation.json").write_text(json.dumps(report, indent=1))
     return report
 
 
-def _previous_report(path: Path, split: str, test_kernels: int) -> dict[str, Any]:
-    """An earlier ``evaluation.json`` of the same split and test part, else {}."""
+def _previous_report(path: Path, split: str, test_kernels: int, test_programs: int) -> dict[str, Any]:
+    """An earlier ``evaluation.json`` of the same split and test part (kernels and programs), else {}."""
     if not path.exists():
         return {}
     report = json.loads(path.read_text())
-    same = report.get("split") == split and report.get("test_kernels") == test_kernels
+    same = (report.get("split") == split and report.get("test_kernels") == test_kernels
+            and report.get("test_programs") == test_programs)
     return report if same else {}
 
 
-def _metrics(ds: data.KernelDataset, idx: np.ndarray, predictions: np.ndarray) -> dict[str, Any]:
-    return evaluate.evaluate(predictions, ds.runtime_ns[idx], ds.program_id[idx], ds.family[idx])
+def evaluate_split(ds: data.KernelDataset, split: data.Split,
+                   predict: Callable[[list[KernelGraph]], np.ndarray]) -> dict[str, Any]:
+    """Metrics of ``predict`` (graphs -> ns, float[n]) on the test programs of ``split``.
+
+    One row per (test program, kernel it ran), grouped under that program, labelled with the
+    kernel's runtime. Returns the `tpucost.evaluate.evaluate` dict of all rows, plus ``"unseen"``
+    (the same on the rows whose kernel is in ``split.test``) and ``"n_programs_by_family"``
+    ({family: number of test programs}).
+    """
+    rows = data.program_rows(ds, split.test_programs)
+    kernels, where = np.unique(rows.kernel, return_inverse=True)
+    pred = np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where.reshape(-1)]
+    true = ds.runtime_ns[rows.kernel]
+    result = evaluate.evaluate(pred, true, rows.program_id, rows.family)
+    unseen = np.isin(rows.kernel, split.test)
+    result["unseen"] = evaluate.evaluate(pred[unseen], true[unseen], rows.program_id[unseen], rows.family[unseen])
+    _, first = np.unique(rows.program_id, return_index=True)
+    families, counts = np.unique(rows.family[first], return_counts=True)
+    result["n_programs_by_family"] = {str(f): int(c) for f, c in zip(families, counts, strict=True)}
+    return result
 
 
 def evaluate_kernel_models(
     model_dir: str | Path, dataset: data.KernelDataset, split: str, methods: Sequence[str] = METHODS
 ) -> dict[str, dict[str, Any]]:
-    """Metrics of each saved method on the split's test part (``{"gnn": {...}, ...}``)."""
-    _, _, test_idx = split_indices(dataset, split)
-    graphs = _graphs(dataset, test_idx)
-    return {m: _metrics(dataset, test_idx, CostModel.load(model_dir, m).predict(graphs)) for m in methods}
+    """`evaluate_split` of each saved method on the split's test programs (``{"gnn": {...}, ...}``)."""
+    parts = split_indices(dataset, split)
+    return {m: evaluate_split(dataset, parts, CostModel.load(model_dir, m, calibrated=False).predict)
+            for m in methods}
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A one-line warning, once per process for the same message."""
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, stacklevel=4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,16 +194,34 @@ class ProgramEstimate:
 
 
 class CostModel:
-    """A trained kernel cost model (GNN, LSTM or analytical) that predicts runtimes in ns."""
+    """A trained kernel cost model (GNN, LSTM or analytical) that predicts runtimes in ns.
 
-    def __init__(self, method: str, predict_fn: Callable[[list[KernelGraph]], np.ndarray], meta: Mapping[str, Any]):
+    ``trained_on`` is the fingerprint of the device that measured the model's training labels
+    (None when the checkpoint predates device fingerprints). On another device `load` applies
+    the correction that `calibrate` stored for this model and device, or warns once that the
+    predictions are for the other machine.
+    """
+
+    def __init__(self, method: str, predict_fn: Callable[[list[KernelGraph]], np.ndarray], meta: Mapping[str, Any],
+                 key: str = "", trained_on: Mapping[str, Any] | None = None):
         self.method = method
         self._predict_fn = predict_fn
         self.meta = dict(meta)
+        self.key = key
+        self.trained_on = dict(trained_on) if trained_on else None
+        self.correction: calibration.Correction | None = None
 
     @classmethod
-    def load(cls, model_dir: str | Path | None = None, method: str = "gnn", split: str = "random") -> CostModel:
-        """Load ``method`` from ``model_dir`` (default: the bundled checkpoints of ``split``)."""
+    def load(cls, model_dir: str | Path | None = None, method: str = "gnn", split: str = "random",
+             calibrated: bool = True) -> CostModel:
+        """Load ``method`` from ``model_dir`` (default: the bundled checkpoints of ``split``).
+
+        With ``calibrated`` (the default), a correction stored by `calibrate` for this model on
+        this device is applied to every prediction, and a model trained on another device without
+        one warns once. ``calibrated=False`` gives the raw predictions for the device the model
+        was trained on (no correction, no warning): what scoring it against its data set's labels
+        needs.
+        """
         root = Path(model_dir) if model_dir is not None else default_model_dir(split)
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -170,19 +230,59 @@ class CostModel:
             path = root / "analytical.json"
             if not path.exists():
                 raise FileNotFoundError(f"{path} not found: train with `python -m tpucost train --task kernel`{hint}")
-            model = analytical.AnalyticalModel.from_json(path.read_text())
-            return cls(method, lambda graphs: model.predict(graphs), {"path": str(path)})
-        if not (root / method).exists():
-            raise FileNotFoundError(f"{root / method} not found: train with `python -m tpucost train --task kernel`{hint}")
-        net, _, norm, meta = train.load_checkpoint(root / method)
-        return cls(method, lambda graphs: np.exp(train.predict_log_ns(net, norm, graphs)), meta)
+            saved = json.loads(path.read_text())
+            model = analytical.AnalyticalModel.from_json(saved)
+            loaded = cls(method, lambda graphs: model.predict(graphs), {"path": str(path)},
+                         calibration.model_key([path]), saved.get("device"))
+        else:
+            if not (root / method).exists():
+                raise FileNotFoundError(f"{root / method} not found: train with `python -m tpucost train --task kernel`{hint}")
+            net, _, norm, meta = train.load_checkpoint(root / method)
+            loaded = cls(method, lambda graphs: np.exp(train.predict_log_ns(net, norm, graphs)), meta,
+                         calibration.model_key(sorted((root / method).glob("*"))), meta.get("extra", {}).get("device"))
+        if calibrated:
+            loaded._use_device_at_hand(root)
+        return loaded
+
+    def _use_device_at_hand(self, root: Path) -> None:
+        """Apply this device's stored correction, or warn once if the model knows another device."""
+        here = device.fingerprint()
+        self.correction = calibration.load_correction(self.key, here["id"])
+        if self.correction is None and (self.trained_on or {}).get("id") != here["id"]:
+            _warn_once(f"tpucost: the {self.method} model in {root} learned runtimes measured on "
+                       f"{device.describe(self.trained_on)}; this is {device.describe(here)}, so its predictions "
+                       f"are for the other machine: run `python -m tpucost calibrate --model {root} "
+                       f"--method {self.method}` to correct them for this one")
 
     def predict(self, items: Sequence[Kernel | KernelGraph]) -> np.ndarray:
-        """Predicted runtime (ns) per kernel, float64[len(items)]; kernels are featurized first."""
+        """Predicted runtime (ns) per kernel, float64[len(items)]; kernels are featurized first.
+
+        Includes this device's calibration correction when one was loaded (`correction`).
+        """
         graphs = [features.featurize(k) if isinstance(k, Kernel) else k for k in items]
         if not graphs:
             return np.zeros((0,), np.float64)
-        return np.asarray(self._predict_fn(graphs), dtype=np.float64)
+        predicted = np.asarray(self._predict_fn(graphs), dtype=np.float64)
+        if self.correction is not None:
+            predicted = self.correction.apply(predicted, [g.kind for g in graphs])
+        return predicted
+
+    def calibrate(self, n_programs: int = 26, repeats: int = 10, progress: bool = True) -> dict[str, Any]:
+        """Measure the calibration programs here, fit this device's correction, store and use it.
+
+        Returns the report stored with it: median APE (%) before and after correction on the
+        calibration kernels (cross-fitted, see `tpucost.calibration`), the correction, the device,
+        the seconds spent and the file written. Measure in the label mode
+        (`tpucost.device.pin_to_one_core`, as ``python -m tpucost calibrate`` does).
+        """
+        cal = calibration.measure_calibration_set(n_programs, repeats, progress=progress)
+        raw = np.asarray(self._predict_fn(cal.graphs), np.float64)
+        report = {"method": self.method, **calibration.cross_fitted_errors(raw, cal),
+                  "device": cal.device, "trained_on": self.trained_on, "seconds": cal.seconds}
+        correction = calibration.fit_correction(raw, cal.measured_ns, cal.kinds)
+        path = calibration.save_correction(self.key, correction, report)
+        self.correction = correction
+        return {**report, "correction": correction.to_dict(), "path": str(path)}
 
     def predict_hlo(self, text: str, source: str = "<hlo>") -> ProgramEstimate:
         """Estimates for every kernel of an optimized HLO module (`tpucost.kernels.decompose`)."""

@@ -39,16 +39,28 @@ source_family
 =====================  ================  ===================================================
 
 ``schema.json``: ``{"schema_version", "feature_layout", "num_node_features", "kernels",
-"shards": [{"file", "kernels"}]}``. An optional ``noise.json`` next to it
-(``{"median_rel": .., "p90_rel": ..}``, relative run-to-run spread of labels) feeds :func:`stats`.
+"shards": [{"file", "kernels"}], "device"}``; ``device`` (`tpucost.device.fingerprint()` of the
+machine that measured every label; absent in data sets collected before it was recorded). An
+optional ``noise.json`` next to it (``{"median_rel": .., "p90_rel": ..}``, relative run-to-run spread of labels) feeds :func:`stats`.
 
 Splits
 ------
-:func:`split_random` splits by PROGRAM: a deduplicated kernel belongs to its first program
-(``program_id``), so the same graph never appears in two parts. :func:`split_hard` holds out
-whole families (:data:`HARD_TEST_FAMILIES`, :data:`HARD_VAL_FAMILIES`): a kernel measured in any
-held-out family's program (any source) goes to that held-out part, so train shares no kernel with
-the held-out families.
+Both splits assign PROGRAMS (distinct ``source_program_id``) to train, val and test, each
+program to exactly one part, and return a :class:`Split` (the programs of each part and the
+kernel indices of each part). A deduplicated kernel can have run in programs of several parts;
+each kernel is in exactly one kernel part:
+
+* :func:`split_random` shuffles the programs with the seed and cuts them 80/10/10. A kernel any
+  train program ran is train, else one any val program ran is val, else test: the test kernels
+  are the ones never seen in training (nor in validation).
+* :func:`split_hard` holds out whole families: programs of :data:`HARD_TEST_FAMILIES` are test,
+  of :data:`HARD_VAL_FAMILIES` val, the rest train. Held-out first: a kernel any test program
+  ran is test, else one any val program ran is val, else train, so train shares no kernel with
+  the held-out families.
+
+A test program is scored on every kernel it ran (:func:`program_rows`: one row per (program,
+kernel), a kernel two test programs ran counts in both), including kernels of the train part;
+the rows whose kernel is a test kernel are the "unseen" figures (see ``tpucost.costmodel``).
 """
 
 from __future__ import annotations
@@ -59,9 +71,9 @@ import importlib.resources
 import json
 import os
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -85,9 +97,14 @@ __all__ = [
     "DATA_DIR_ENV",
     "bundled_dir",
     "default_data_dir",
+    "Split",
+    "ProgramRows",
     "split_random",
     "split_hard",
+    "program_rows",
     "stats",
+    "write_atomic",
+    "write_text_atomic",
 ]
 
 SCHEMA_VERSION = 1
@@ -135,6 +152,7 @@ class KernelDataset:
     source_configuration: np.ndarray
     source_family: np.ndarray
     root: Path | None = None
+    device: dict[str, Any] | None = None  # `tpucost.device.fingerprint()` of the measuring machine
 
     def __len__(self) -> int:
         return int(self.runtime_ns.shape[0])
@@ -183,11 +201,11 @@ class KernelDataset:
             take, new_offsets = _ragged_take(offsets, idx)
             out[off] = new_offsets
             out.update({f: self.__dict__[f][take] for f in fields})
-        return KernelDataset(**out, root=self.root)
+        return KernelDataset(**out, root=self.root, device=self.device)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """All array fields by name (what a shard stores, less the schema scalars)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "root"}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("root", "device")}
 
 
 def _ragged_take(offsets: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -275,7 +293,8 @@ def concat(parts: Sequence[KernelDataset]) -> KernelDataset:
             out[f] = _str_array(np.concatenate([p.__dict__[f].astype(str) for p in parts]).tolist())
         else:
             out[f] = np.concatenate([p.__dict__[f] for p in parts])
-    return KernelDataset(**out, root=None)
+    devices = {json.dumps(p.device, sort_keys=True) for p in parts if p.device is not None}
+    return KernelDataset(**out, root=None, device=parts[0].device if len(devices) == 1 else None)
 
 
 def dedup(ds: KernelDataset) -> KernelDataset:
@@ -307,13 +326,32 @@ def dedup(ds: KernelDataset) -> KernelDataset:
 # ------------------------------------------------------------------------------------- storage
 
 
-def _atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
+def write_atomic(path: str | os.PathLike, write: Any) -> Path:
+    """Write a file all at once or not at all: ``write(fh)`` fills a temporary file beside
+    ``path`` (opened in binary mode), which is flushed, synced and renamed onto ``path``.
+
+    A process killed mid-write leaves the old file (or none), never a torn one.
+    """
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """`write_atomic` for text (UTF-8)."""
+    return write_atomic(path, lambda fh: fh.write(text.encode("utf-8")))
+
+
+def _atomic_savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    write_atomic(path, lambda fh: np.savez_compressed(fh, **arrays))
 
 
 def save_shard(ds: KernelDataset, path: str | os.PathLike) -> Path:
@@ -340,9 +378,9 @@ def save_dataset(ds: KernelDataset, out_dir: str | os.PathLike, shard_size: int 
         shards.append({"file": SHARD_FILE.format(j), "kernels": len(part)})
     schema = {"schema_version": SCHEMA_VERSION, "feature_layout": features.layout_fingerprint(),
               "num_node_features": features.NUM_NODE_FEATURES, "kernels": len(ds), "shards": shards}
-    tmp = out_dir / ".schema.json.tmp"
-    tmp.write_text(json.dumps(schema, indent=1) + "\n")
-    os.replace(tmp, out_dir / "schema.json")
+    if ds.device is not None:
+        schema["device"] = ds.device
+    write_text_atomic(out_dir / "schema.json", json.dumps(schema, indent=1) + "\n")
     keep = {s["file"] for s in shards}
     for old in out_dir.glob("kernels-*.npz"):
         if old.name not in keep:
@@ -370,7 +408,7 @@ def read_shard(path: str | os.PathLike) -> KernelDataset:
     except (zipfile.BadZipFile, OSError, EOFError) as err:
         raise ValueError(f"{path}: not a readable npz shard: {err}") from err
     _check_header(path, data)
-    fields = [f.name for f in dataclasses.fields(KernelDataset) if f.name != "root"]
+    fields = [f.name for f in dataclasses.fields(KernelDataset) if f.name not in ("root", "device")]
     for f in fields:
         if f not in data:
             raise ValueError(f"{path}: field {f!r}: missing")
@@ -488,12 +526,65 @@ def load_kernel_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
     parts = [read_shard(root / s["file"]) for s in schema.get("shards", [])]
     ds = concat(parts)
     ds.root = root
+    ds.device = schema.get("device")
     if len(ds) != schema.get("kernels"):
         raise ValueError(f"{schema_path}: field 'kernels': {schema.get('kernels')}, shards hold {len(ds)}")
     return ds
 
 
 # -------------------------------------------------------------------------------------- splits
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Split:
+    """Programs assigned to parts, and the kernels that go with them (see "Splits" above).
+
+    Attributes:
+      train_programs, val_programs, test_programs: unicode[P_part], sorted program ids; every
+        program of the data set (distinct ``source_program_id``) is in exactly one of them.
+      train, val, test: int64[K_part], sorted kernel indices; every kernel is in exactly one.
+
+    Iterating yields the kernel indices ``(train, val, test)``, so
+    ``train, val, test = split_random(ds)`` works.
+    """
+
+    train_programs: np.ndarray
+    val_programs: np.ndarray
+    test_programs: np.ndarray
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return iter((self.train, self.val, self.test))
+
+
+class ProgramRows(NamedTuple):
+    """What some programs ran: one row per distinct (program, kernel) pair, sorted by program, kernel.
+
+    Attributes:
+      kernel: int64[R], kernel index of each row.
+      program_id: unicode[R], the program that ran it.
+      family: unicode[R], that program's family.
+    """
+
+    kernel: np.ndarray
+    program_id: np.ndarray
+    family: np.ndarray
+
+
+def _source_kernel(ds: KernelDataset) -> np.ndarray:
+    """int64[S]: the kernel of each source row."""
+    return np.repeat(np.arange(len(ds), dtype=np.int64), np.diff(ds.source_offsets))
+
+
+def _program_families(ds: KernelDataset) -> tuple[np.ndarray, np.ndarray]:
+    """(programs unicode[P] sorted, family unicode[P]) over all sources; ValueError if a program has two."""
+    pairs = np.unique(np.stack([ds.source_program_id.astype(str), ds.source_family.astype(str)]), axis=1)
+    programs, counts = np.unique(pairs[0], return_counts=True)
+    if np.any(counts > 1):
+        raise ValueError(f"programs in several families: {programs[counts > 1][:5].tolist()}")
+    return programs, pairs[1]
 
 
 def _cuts(n: int, fractions: Sequence[float]) -> np.ndarray:
@@ -505,40 +596,67 @@ def _cuts(n: int, fractions: Sequence[float]) -> np.ndarray:
     return np.cumsum(sizes)[:2]
 
 
-def split_random(ds: KernelDataset, seed: int = 0, fractions: Sequence[float] = (0.8, 0.1, 0.1)
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(train, val, test) kernel indices, split by program.
+def _split(ds: KernelDataset, programs: np.ndarray, program_part: np.ndarray, held_out_first: bool) -> Split:
+    """The `Split` given each program's part (``programs`` unicode[P] sorted, ``program_part`` int[P] in 0, 1, 2).
 
-    Programs (a kernel's FIRST program, ``ds.program_id``) are shuffled with ``seed`` and cut by
-    ``fractions``; all kernels of a program land in the same part. Deterministic. With at least
-    three programs, a part with a non-zero fraction gets at least one program.
+    A kernel's part is over the parts of its sources' programs: the lowest (train before val
+    before test) or, with ``held_out_first``, the highest (test before val before train).
+    """
+    source_part = program_part[np.searchsorted(programs, ds.source_program_id)]
+    if held_out_first:
+        kernel_part = np.zeros(len(ds), np.int64)
+        np.maximum.at(kernel_part, _source_kernel(ds), source_part)
+    else:
+        kernel_part = np.full(len(ds), 2, np.int64)
+        np.minimum.at(kernel_part, _source_kernel(ds), source_part)
+    return Split(*(programs[program_part == j] for j in range(3)),
+                 *(np.flatnonzero(kernel_part == j) for j in range(3)))
+
+
+def split_random(ds: KernelDataset, seed: int = 0, fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> Split:
+    """Programs shuffled with ``seed`` and cut by ``fractions``; kernels seen in training are train.
+
+    Every program (distinct ``source_program_id``) goes to one part. A kernel any train program
+    ran is train, else one any val program ran is val, else test: the test kernels are those never
+    seen in training or validation. Deterministic. With at least three programs, a part with a
+    non-zero fraction gets at least one program.
     """
     if len(fractions) != 3 or min(fractions) < 0 or not np.isclose(sum(fractions), 1.0):
         raise ValueError(f"fractions must be 3 non-negative numbers summing to 1, got {fractions}")
-    programs = np.unique(ds.program_id)
+    programs = np.unique(ds.source_program_id.astype(str))
     perm = np.random.default_rng(seed).permutation(len(programs))
-    cuts = _cuts(len(programs), fractions)
     part_of = np.empty(len(programs), np.int64)
-    for j, chunk in enumerate(np.split(perm, cuts)):
+    for j, chunk in enumerate(np.split(perm, _cuts(len(programs), fractions))):
         part_of[chunk] = j
-    kernel_part = part_of[np.searchsorted(programs, ds.program_id)]
-    return tuple(np.flatnonzero(kernel_part == j) for j in range(3))  # type: ignore[return-value]
+    return _split(ds, programs, part_of, held_out_first=False)
 
 
 def split_hard(ds: KernelDataset, test_families: Sequence[str] = HARD_TEST_FAMILIES,
-               val_families: Sequence[str] = HARD_VAL_FAMILIES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(train, val, test) kernel indices holding out whole families.
+               val_families: Sequence[str] = HARD_VAL_FAMILIES) -> Split:
+    """Whole families held out: programs by family; held-out kernels go with the held-out part.
 
-    A kernel measured in any program of a test family (any of its sources) is test, else one of a
-    validation family is val, else train: train shares no kernel with the held-out families.
+    A program of a test family is a test program, of a validation family a val program, else a
+    train program. A kernel any test program ran is test, else one any val program ran is val,
+    else train: train shares no kernel with the held-out families.
     """
-    src_kernel = np.repeat(np.arange(len(ds)), np.diff(ds.source_offsets))
-    in_test = np.zeros(len(ds), bool)
-    in_val = np.zeros(len(ds), bool)
-    in_test[src_kernel[np.isin(ds.source_family, list(test_families))]] = True
-    in_val[src_kernel[np.isin(ds.source_family, list(val_families))]] = True
-    in_val &= ~in_test
-    return np.flatnonzero(~in_test & ~in_val), np.flatnonzero(in_val), np.flatnonzero(in_test)
+    programs, families = _program_families(ds)
+    part_of = np.where(np.isin(families, list(test_families)), 2,
+                       np.where(np.isin(families, list(val_families)), 1, 0))
+    return _split(ds, programs, part_of, held_out_first=True)
+
+
+def program_rows(ds: KernelDataset, programs: Sequence[str] | np.ndarray) -> ProgramRows:
+    """Every kernel each of ``programs`` ran (from the sources), once per (program, kernel).
+
+    A kernel several of the programs ran gives one row for each of them.
+    """
+    keep = np.isin(ds.source_program_id, np.asarray(programs, dtype=str))
+    kernel, program, family = _source_kernel(ds)[keep], ds.source_program_id[keep], ds.source_family[keep]
+    order = np.lexsort((kernel, program))
+    kernel, program, family = kernel[order], program[order], family[order]
+    first = np.ones(len(kernel), bool)
+    first[1:] = (kernel[1:] != kernel[:-1]) | (program[1:] != program[:-1])
+    return ProgramRows(kernel[first], program[first], family[first])
 
 
 # --------------------------------------------------------------------------------------- stats
@@ -552,7 +670,8 @@ def stats(ds: KernelDataset) -> dict[str, Any]:
     "families" and "configurations" count distinct names over all sources; "kernels_per_family"
     and "kernels_per_configuration" map a name to its number of kernel records (first
     occurrence); "programs" counts distinct programs over all sources. Noise comes from ``noise.json`` next to
-    the data (keys ``median_rel``/``p90_rel``), else None.
+    the data (keys ``median_rel``/``p90_rel``, and ``*_ge5us`` for kernels of at least 5 us), else
+    None. ``device`` is the fingerprint of the machine that measured the data (None if unrecorded).
     """
     noise: dict[str, Any] = {}
     if ds.root is not None and (ds.root / "noise.json").exists():
@@ -569,6 +688,9 @@ def stats(ds: KernelDataset) -> dict[str, Any]:
         "runtime_ns_quantiles": {str(q): (float(np.quantile(rt, q)) if len(rt) else None) for q in QUANTILES},
         "noise_median_rel": noise.get("median_rel", noise.get("noise_median_rel")),
         "noise_p90_rel": noise.get("p90_rel", noise.get("noise_p90_rel")),
+        "noise_median_rel_ge5us": noise.get("median_rel_ge5us"),
+        "noise_p90_rel_ge5us": noise.get("p90_rel_ge5us"),
+        "device": ds.device,
     }
 
 

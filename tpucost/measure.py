@@ -56,6 +56,13 @@ known to be async elsewhere could not be classified are left out of its minimum.
 checks that the labels are honest: 0.94-1.13 on convolution programs, against
 ~0.1 for raw events.
 
+The label mode. Labels are meant to be measured one kernel at a time on one core
+(`tpucost.device.pin_to_one_core`, the TPU's execution model): on several cores
+XLA:CPU may overlap independent kernels, and the rule above then gives each of two
+overlapping kernels the other's time as well. ``measure_kernels`` warns once when
+it measures on several CPU cores, and every `Measurement` carries the device
+fingerprint, whose ``label_mode`` says which mode measured it.
+
 Only CPU can be tested on the machines this package is developed on; the GPU and
 TPU branches of :func:`_kernel_events` follow the documented trace structure (see
 the comments there).
@@ -70,12 +77,14 @@ import os
 import re
 import tempfile
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
 
+from tpucost import device
 from tpucost.hlo import Computation, Module, parse_module
 from tpucost.kernels import CONTROL_FLOW, NOT_KERNELS, decompose
 
@@ -115,6 +124,8 @@ class Measurement:
             is already part of their parent's label.
         async_kernels: kernels found asynchronous (label extended past the event).
         module_name, backend, device_kind: what was measured, and where.
+        device: `tpucost.device.fingerprint()` of the device that measured it (its
+            ``label_mode`` says whether kernels ran one at a time).
         timeline: the traced run with the shortest span as (kernel, start ns from the
             run's first kernel, labelled duration ns), in start order: for drawing.
         module: ``hlo_text`` parsed (`tpucost.hlo.Module`), so callers need not parse it again.
@@ -134,6 +145,7 @@ class Measurement:
     device_kind: str
     timeline: tuple[tuple[str, float, float], ...] = ()
     module: Module | None = dataclasses.field(default=None, repr=False, compare=False)
+    device: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def additivity_ratio(self) -> float:
@@ -677,6 +689,9 @@ def measure_kernels(
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    fingerprint = device.fingerprint()
+    if fingerprint["label_mode"] != device.LABEL_MODE:
+        _warn_overlap(fingerprint["cores"])
     compiled = jax.jit(fn).lower(*args).compile(compiler_options=dict(compiler_options or {}) or None)
     hlo_text = compiled.as_text()
     module = parse_module(hlo_text)  # parsed once; the helpers below share it
@@ -709,4 +724,18 @@ def measure_kernels(
         device_kind=_device_kind(compiled),
         timeline=labels.timeline,
         module=module,
+        device=fingerprint,
     )
+
+
+_warned_overlap = False
+
+
+def _warn_overlap(cores: int) -> None:
+    """Say once per process that labels measured on several CPU cores may count overlap twice."""
+    global _warned_overlap
+    if not _warned_overlap:
+        _warned_overlap = True
+        warnings.warn(f"measuring XLA:CPU kernels with {cores} cores: independent kernels may run at the same "
+                      "time and their labels then count that time twice. For labels that add up, call "
+                      "tpucost.device.pin_to_one_core() before the first JAX computation.", stacklevel=3)

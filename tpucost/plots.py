@@ -181,7 +181,9 @@ def additivity_hist(table: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes
 
     ax = _axes(ax, (8, 0.35 * table["family"].nunique() + 1.5))
     sns.boxplot(data=table, x="additivity_ratio", y="family", ax=ax, color="#a8dadc", fliersize=2)
-    ax.axvspan(0.7, 1.3, color="#2a9d8f", alpha=0.12, label="0.7-1.3")
+    from tpucost.collect import ADDITIVE
+
+    ax.axvspan(*ADDITIVE, color="#2a9d8f", alpha=0.12, label=f"{ADDITIVE[0]}-{ADDITIVE[1]}: adds up")
     ax.axvline(1.0, color="#264653", lw=1)
     ax.set_xlabel("sum of kernel labels / program wall time")
     ax.legend(loc="lower right")

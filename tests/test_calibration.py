@@ -1,0 +1,104 @@
+"""tpucost.calibration and CostModel.calibrate: correcting a model for the device at hand."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from tpucost import calibration, cli, collect, costmodel, data, device, train
+
+
+def test_fit_correction_recovers_per_kind_scales_and_falls_back_for_rare_kinds():
+    rng = np.random.default_rng(0)
+    kinds = ["kLoop"] * 30 + ["dot"] * 20 + ["copy"] * 3
+    predicted = rng.uniform(1e3, 1e5, len(kinds))
+    scale = {"kLoop": 2.0, "dot": 0.5, "copy": 8.0}
+    measured = predicted * np.array([scale[k] for k in kinds])
+    corr = calibration.fit_correction(predicted, measured, kinds)
+    assert corr.offsets["kLoop"] == pytest.approx(np.log(2.0)) and corr.offsets["dot"] == pytest.approx(np.log(0.5))
+    assert "copy" not in corr.offsets and corr.counts["copy"] == 3  # too few for an offset of its own
+    assert corr.global_offset == pytest.approx(np.log(2.0))  # the median over all kernels
+    np.testing.assert_allclose(corr.apply(predicted[:50], kinds[:50]), measured[:50])
+    assert calibration.Correction.from_dict(json.loads(json.dumps(corr.to_dict()))) == corr
+
+
+def test_cross_fitted_errors_never_score_a_half_with_its_own_offsets():
+    # Half the programs run 2x slower than predicted, the other half 4x: offsets fitted on one half
+    # are off by 2x on the other, so "after" must show a real error, not zero.
+    kinds = ["kLoop"] * 40
+    programs = [f"p{i // 10}" for i in range(40)]  # p0..p3: folds {p0, p2} and {p1, p3}
+    predicted = np.full(40, 1000.0)
+    measured = np.where(np.isin(programs, ["p0", "p2"]), 2000.0, 4000.0)
+    cal = calibration.CalibrationSet([None] * 40, kinds, measured, programs, {}, 0.0)
+    r = calibration.cross_fitted_errors(predicted, cal)
+    assert r["median_ape_before"] == pytest.approx(((2000 - 1000) / 2000 + (4000 - 1000) / 4000) / 2 * 100)
+    assert r["median_ape_after"] > 40  # 4000 predicted for 2000 (100%), 2000 for 4000 (50%)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cal")
+    collect.collect(out / "data", 6, 0, repeats=2, configurations=("default",), families=("mlp", "norm_softmax"),
+                    progress=False)
+    ds = data.load_kernel_dataset(out / "data")
+    costmodel.train_kernel_models(ds, "random", out / "model", train.TrainConfig.smoke(), methods=("gnn", "analytical"),
+                                  progress=False)
+    return out / "model", ds
+
+
+def _elsewhere(monkeypatch):
+    real = device.fingerprint()
+    other = dict(real, cpu_model="A Slower CPU", cpu_isa=["avx2"])
+    other["id"] = device._identity_hash(other)
+    monkeypatch.setattr(device, "fingerprint", lambda: dict(other))
+    return other
+
+
+def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrated(tiny_model, monkeypatch, tmp_path):
+    model_dir, ds = tiny_model
+    monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
+    here = costmodel.CostModel.load(model_dir, "gnn")
+    assert here.trained_on["id"] == ds.device["id"] == device.fingerprint()["id"]
+    assert json.loads((model_dir / "analytical.json").read_text())["device"]["id"] == ds.device["id"]
+
+    other = _elsewhere(monkeypatch)
+    costmodel._warned.clear()
+    with pytest.warns(UserWarning, match="predictions are for the other machine") as caught:
+        raw = costmodel.CostModel.load(model_dir, "gnn")
+        costmodel.CostModel.load(model_dir, "gnn")  # said once
+    assert len(caught) == 1 and "\n" not in str(caught[0].message) and "A Slower CPU" in str(caught[0].message)
+
+    report = raw.calibrate(n_programs=3, repeats=2, progress=False)
+    assert report["device"]["id"] == other["id"] and report["kernels"] > 0
+    assert calibration.correction_path(raw.key, other["id"]).exists()
+    graphs = [ds.graph(i) for i in range(len(ds))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # calibrated: no warning any more
+        corrected = costmodel.CostModel.load(model_dir, "gnn")
+    assert corrected.correction == calibration.Correction.from_dict(report["correction"])
+    uncorrected = costmodel.CostModel.load(model_dir, "gnn", calibrated=False)
+    np.testing.assert_allclose(corrected.predict(graphs),
+                               corrected.correction.apply(uncorrected.predict(graphs), [g.kind for g in graphs]))
+
+
+def test_calibrate_command_needs_the_label_mode_before_jax_starts(tiny_model, capsys):
+    model_dir, _ = tiny_model
+    if device.usable_cores() > 1:  # this process runs JAX on several cores already
+        assert cli.main(["calibrate", "--model", str(model_dir), "--programs", "1", "--no-progress"]) == 2
+        assert "before the first JAX computation" in capsys.readouterr().err
+
+
+def test_a_correction_fitted_on_one_model_is_not_applied_to_another(tmp_path, monkeypatch):
+    monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(b"model a")
+    b.write_bytes(b"model b")
+    key_a, key_b = calibration.model_key([a]), calibration.model_key([b])
+    assert key_a != key_b
+    corr = calibration.Correction({"kLoop": 1.0}, 0.5)
+    calibration.save_correction(key_a, corr, {"device": {"id": "dev1"}})
+    assert calibration.load_correction(key_a, "dev1") == corr
+    assert calibration.load_correction(key_b, "dev1") is None and calibration.load_correction(key_a, "dev2") is None
