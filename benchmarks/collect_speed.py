@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tpucost import collect
+from tpucost import collect, device
 
 
 def main() -> None:
@@ -31,6 +31,7 @@ def main() -> None:
     parser.add_argument("--families", default=None, help="comma-separated families (default: all)")
     parser.add_argument("--out", default=None, help="output folder (default: a temporary one)")
     args = parser.parse_args()
+    device.pin_to_one_core()  # the label mode: one kernel at a time on one core (before JAX starts)
     families = args.families.split(",") if args.families else None
     out = Path(args.out or tempfile.mkdtemp(prefix="collect_speed_"))
 

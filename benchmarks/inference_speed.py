@@ -9,6 +9,8 @@ Both sides are measured in this run on this machine:
   programs of the corpus under the default configuration: compiling, running under the profiler
   and labelling, i.e. what it costs to get the same numbers from the device.
 Prints kernels/s of each and the ratio predicted / measured: the reason the model exists.
+The process is pinned to one core first (the label mode of `tpucost.device`), so both sides run on
+one core.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 
 import jax
 
-from tpucost import costmodel, data
+from tpucost import costmodel, data, device
 from tpucost.collect import measure_program
 from tpucost.programs import generate_programs
 
@@ -51,6 +53,7 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=4000)
     parser.add_argument("--programs", type=int, default=6)
     args = parser.parse_args()
+    device.pin_to_one_core()  # the label mode: one kernel at a time on one core (before JAX starts)
     ds = data.load_kernel_dataset()
     graphs = [ds.graph(i) for i in range(min(args.kernels, len(ds)))]
     measured, n_measured = measured_per_second(args.programs)
