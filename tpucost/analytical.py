@@ -283,8 +283,9 @@ class DeviceRoofline:
 
 def default_cache_path(backend: str, device_kind: str) -> Path:
     """``$TPUCOST_CACHE_DIR`` (else ``~/.cache/tpucost``) / ``roofline-<backend>-<device_kind>.json``."""
-    root = os.environ.get("TPUCOST_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "tpucost"
+    from tpucost.device import cache_dir
+
+    base = cache_dir()
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{backend}-{device_kind}")
     return base / f"roofline-{safe}.json"
 

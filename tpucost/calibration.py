@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -183,9 +182,9 @@ def model_key(files: Sequence[Path]) -> str:
 
 def correction_path(key: str, device_id: str) -> Path:
     """``$TPUCOST_CACHE_DIR`` (else ``~/.cache/tpucost``) / ``calibration/<model>-<device>.json``."""
-    root = os.environ.get("TPUCOST_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "tpucost"
-    return base / "calibration" / f"{key}-{device_id}.json"
+    from tpucost.device import cache_dir
+
+    return cache_dir() / "calibration" / f"{key}-{device_id}.json"
 
 
 def load_correction(key: str, device_id: str) -> Correction | None:

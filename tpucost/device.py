@@ -37,6 +37,7 @@ import os
 import platform
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "fingerprint",
     "describe",
     "differences",
+    "cache_dir",
 ]
 
 #: How a label is measured (stored with every fingerprint).
@@ -58,6 +60,12 @@ IDENTITY_FIELDS: tuple[str, ...] = ("backend", "device_kind", "cpu_model", "cpu_
 ISA_FLAGS: tuple[str, ...] = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
                               "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
                               "asimd", "sve", "sve2", "bf16", "i8mm")
+
+
+def cache_dir() -> Path:
+    """Where per-device results are cached: ``$TPUCOST_CACHE_DIR``, else ``~/.cache/tpucost``."""
+    root = os.environ.get("TPUCOST_CACHE_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "tpucost"
 
 
 def usable_cores() -> int:
