@@ -93,6 +93,9 @@ def test_merge_shards_equals_single_run(tmp_path, reference):
     assert _pairs(merged) == _pairs(reference)
     assert list(merged.fingerprint) == list(reference.fingerprint)  # same order: parts sorted by name
     np.testing.assert_array_equal(merged.count, reference.count)
+    done = {(e["program_id"], e["configuration"]) for e in collect.read_log(tmp_path / "merged") if e.get("status") == "ok"}
+    assert done == {(e["program_id"], e["configuration"]) for e in collect.read_log(reference.root)
+                    if e.get("status") == "ok"}  # the merged log holds every measured pair: noise can re-measure
 
 
 def test_collect_refuses_existing_without_resume(tmp_path):

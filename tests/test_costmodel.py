@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import rand_graph
 
-from tpucost import cli, collect, costmodel, data, hlo, kernels, models, train
+from tpucost import cli, collect, costmodel, data, hlo, kernels, models, programs, train
 
 METHODS = ("gnn", "lstm", "analytical")
 
@@ -114,7 +114,38 @@ def test_predict_program_covers_every_kernel(trained):
     estimate = costmodel.CostModel.load(out, "gnn").predict_program(f, *args)
     names = [k.name for k in kernels.decompose(hlo.parse_module(jax.jit(f).lower(*args).compile().as_text()))]
     assert [k["name"] for k in estimate.kernels] == names
-    assert estimate.total_ns == pytest.approx(sum(k["predicted_ns"] * k["calls_per_run"] for k in estimate.kernels))
+    assert estimate.kernels_ns == pytest.approx(sum(k["predicted_ns"] * k["calls_per_run"] for k in estimate.kernels))
+    assert estimate.total_ns == pytest.approx(estimate.kernels_ns + estimate.dispatch_ns)
+
+
+def test_program_totals_add_the_training_programs_dispatch_overhead(tiny, trained):
+    """The checkpoint stores the dispatch overhead of its TRAINING programs' runs; totals add it per kernel."""
+    out, _ = trained
+    split = costmodel.split_indices(tiny, "random")
+    train_runs = [e for e in collect.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.train_programs]
+    expected = collect.dispatch_ns_per_kernel(train_runs)
+    model = costmodel.CostModel.load(out, "gnn")
+    assert expected is not None and model.dispatch_ns_per_kernel == pytest.approx(expected)
+    estimate = model.predict_hlo(jax.jit(lambda x: jnp.tanh(x) @ x).lower(jnp.ones((8, 8))).compile().as_text())
+    assert estimate.dispatch_ns == pytest.approx(expected * len(estimate.kernels))
+
+    totals = costmodel.program_totals(model, tiny.root, split.test_programs, min_wall_ns=0, progress=False)
+    runs = [e for e in collect.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.test_programs]
+    assert totals["pairs"] == len(runs) > 0
+    program = programs.program_from_id(runs[0]["program_id"])
+    fn, options = collect.configured_program(program, runs[0]["configuration"])
+    one = model.predict_program(fn, *program.args, compiler_options=options).total_ns / runs[0]["wall_ns"]
+    if len(runs) == 1:
+        assert totals["median_ratio"] == pytest.approx(one)
+    assert totals["median_ape"] == pytest.approx(100 * abs(totals["median_ratio"] - 1)) or len(runs) > 1
+
+
+def test_dispatch_overhead_is_the_median_unlabelled_time_per_kernel():
+    runs = [{"wall_ns": 1000.0, "kernel_ns_per_run": 900.0, "kernels": 10},   # 10 ns per kernel
+            {"wall_ns": 500.0, "kernel_ns_per_run": 300.0, "kernels": 4},     # 50
+            {"wall_ns": 800.0, "kernel_ns_per_run": 780.0, "kernels": 1}]     # 20
+    assert collect.dispatch_ns_per_kernel(runs) == pytest.approx(20.0)
+    assert collect.dispatch_ns_per_kernel([]) is None
 
 
 def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
@@ -126,7 +157,8 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
         assert cli.main(["predict", "--model", str(out), "--method", method, str(path), "--json"]) == 0
         result = json.loads(capsys.readouterr().out)
         assert result["kernels"] and set(result["kernels"][0]) == {"name", "predicted_ns"}
-        assert result["total_ns"] == pytest.approx(sum(k["predicted_ns"] for k in result["kernels"]))
+        assert result["kernels_ns"] == pytest.approx(sum(k["predicted_ns"] for k in result["kernels"]))
+        assert result["total_ns"] == pytest.approx(result["kernels_ns"] + result["dispatch_ns"])
     assert cli.main(["evaluate", "--task", "kernel", "--model", str(out), "--data", str(tiny.root),
                      "--split", "random", "--json"]) == 0
     table = json.loads(capsys.readouterr().out)

@@ -183,3 +183,14 @@ ENTRY %main (a: f32[4]) -> f32[4] {
         "pred[] compare(compare)": 1,
     }
     assert count_kernels(hlo) == 3
+
+
+def test_program_from_id_rebuilds_corpus_programs_and_names_a_bad_id():
+    from tpucost.programs import generate_programs, program_from_id
+
+    for program in generate_programs(3, seed=5):
+        again = program_from_id(program.program_id)
+        assert again.program_id == program.program_id and again.hparams == program.hparams
+    for bad in ("mlp-forward-0", "nosuch-forward-0-1", "mlp-sideways-0-1", "mlp-forward-x-1"):
+        with pytest.raises(ValueError, match="not a corpus program id"):
+            program_from_id(bad)

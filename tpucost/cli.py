@@ -9,9 +9,9 @@ Commands:
   data stats [DIR] [--json]          summary of a data set (default: the bundled one)
   data noise [DIR] [--sample N]      re-measure a sample of kernels: the label noise floor
   data additivity [DIR] [--json]     summed kernel labels / program wall time, from the collect log
-  train --task kernel [--data DIR] [--split random|hard] [--out DIR] [--epochs N] [--smoke]
+  train --task kernel [--data DIR] [--split random|hard] [--out DIR] [--epochs N] [--hidden H] [--smoke]
                       train the GNN and LSTM, fit the analytical baseline, evaluate on the test programs
-  evaluate --task kernel [--model DIR] [--data DIR] --split random|hard [--json]
+  evaluate --task kernel [--model DIR] [--data DIR] --split random|hard [--totals N] [--json]
                       metrics of the three methods on the split's test programs (Table 2): all
                       kernels they ran, and only the test kernels never seen in training
   predict [--model DIR] [--method gnn|lstm|analytical] FILE.hlo [--json]
@@ -250,6 +250,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     config = train.TrainConfig.smoke() if args.smoke else train.TrainConfig()
     if args.epochs is not None:
         config = dataclasses.replace(config, epochs=args.epochs)
+    if args.hidden is not None:
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=args.hidden))
     out = args.out or str(costmodel.default_model_dir(args.split))
     try:
         ds = _dataset(args.data)
@@ -280,11 +282,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _check_task(args.task)
     model_dir = args.model or str(costmodel.default_model_dir(args.split))
     try:
-        results = costmodel.evaluate_kernel_models(model_dir, _dataset(args.data), args.split)
+        dataset = _dataset(args.data)
+        results = costmodel.evaluate_kernel_models(model_dir, dataset, args.split)
+        summary = {m: _summary(r) for m, r in results.items()}
+        if args.totals:
+            parts = costmodel.split_indices(dataset, args.split)
+            for method in summary:
+                model = costmodel.CostModel.load(model_dir, method, calibrated=False)
+                summary[method]["program_totals"] = costmodel.program_totals(
+                    model, dataset.root, parts.test_programs, limit=args.totals, progress=not args.json)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    summary = {m: _summary(r) for m, r in results.items()}
     return _emit(summary, args.json, _print_table2)
 
 
@@ -297,6 +306,12 @@ def _print_table2(summary: dict) -> None:
     print(evaluate.comparison_table({m: r["unseen"] for m, r in summary.items()}).to_string())
     by_family = next(iter(summary.values()), {}).get("n_programs_by_family", {})
     print("\ntest programs per family: " + ", ".join(f"{f} {n}" for f, n in by_family.items()))
+    for method, r in summary.items():
+        t = r.get("program_totals")
+        if t and t.get("pairs"):
+            print(f"{method}: program totals (kernels + dispatch) / measured wall time, {t['pairs']} test programs "
+                  f">= 1 ms: median {t['median_ratio']:.2f}, median error {t['median_ape']:.1f}%, "
+                  f"{100 * t['within_10pct']:.0f}% within 10% (kernels alone: median {t['median_ratio_kernels_only']:.2f})")
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -313,7 +328,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     result = {"kernels": [{"name": k["name"], "predicted_ns": k["predicted_ns"]} for k in estimate.kernels],
-              "total_ns": estimate.total_ns}
+              "kernels_ns": estimate.kernels_ns, "dispatch_ns": estimate.dispatch_ns, "total_ns": estimate.total_ns}
     return _emit(result, args.json, _print_prediction)
 
 
@@ -337,12 +352,20 @@ def _print_calibration(r: dict) -> None:
           f"({r['kernels']} kernels of {r['programs']} programs, {r['seconds']:.0f} s)")
     print(f"median APE on the calibration kernels: {r['median_ape_before']:.1f}% before, "
           f"{r['median_ape_after']:.1f}% after (each half corrected by offsets fitted on the other)")
+    print("correction: " + {"per_kind": "one offset per kernel kind", "global": "one offset for all kernels",
+                            "none": "none (no correction beat the raw model)"}[r["mode"]]
+          + " | cross-fitted median APE per choice: " + ", ".join(f"{m} {v:.1f}%" for m, v in r["modes"].items()))
+    dispatch = r["correction"].get("dispatch_ns_per_kernel")
+    if dispatch is not None:
+        print(f"dispatch overhead per kernel on this device: {dispatch:.0f} ns (added to program totals)")
     print(f"stored in {r['path']}; CostModel.load and predict apply it on this device")
 
 
 def _print_prediction(result: dict) -> None:
     for k in result["kernels"]:
         print(f"{k['name']:<40} {k['predicted_ns'] / 1e3:>12.2f} us")
+    print(f"{'kernels (each x calls per run)':<40} {result['kernels_ns'] / 1e3:>12.2f} us")
+    print(f"{'dispatch overhead':<40} {result['dispatch_ns'] / 1e3:>12.2f} us")
     print(f"{'total':<40} {result['total_ns'] / 1e3:>12.2f} us")
 
 
@@ -353,6 +376,7 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", choices=("random", "hard"), default="random")
     p.add_argument("--out", default=None, help="output folder (default: the bundled checkpoints/kernel-<split>)")
     p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default 80, early stopping)")
+    p.add_argument("--hidden", type=int, default=None, help="node embedding / LSTM state width (default 64)")
     p.add_argument("--methods", type=_names, default=("gnn", "lstm", "analytical"),
                    help="comma-separated subset of gnn,lstm,analytical")
     p.add_argument("--smoke", action="store_true", help="tiny model and few epochs (tests, CI)")
@@ -363,6 +387,8 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, help="model folder (default: bundled checkpoints of --split)")
     p.add_argument("--data", default=None)
     p.add_argument("--split", choices=("random", "hard"), default="random")
+    p.add_argument("--totals", type=int, default=0, metavar="N",
+                   help="also predict N test programs (>= 1 ms) whole, compiled, against their measured wall time")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("predict", help="predict kernel runtimes of an optimized HLO file")

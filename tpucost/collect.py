@@ -31,17 +31,26 @@ import os
 import re
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 from tpucost import data, device, features, hlo, kernels
 from tpucost.measure import Measurement, measure_kernels
-from tpucost.programs import CONFIGURATIONS, Program, Variant, applicable_configurations, generate_programs
+from tpucost.programs import (
+    CONFIGURATIONS,
+    Program,
+    Variant,
+    applicable_configurations,
+    generate_programs,
+    program_from_id,
+)
 
-__all__ = ["collect", "finalize", "merge", "measure_program", "measure_noise", "read_log", "load_parts"]
+__all__ = ["collect", "finalize", "merge", "measure_program", "measure_noise", "read_log", "load_parts",
+           "configured_program", "dispatch_ns_per_kernel"]
 
 LOG = "log.jsonl"
 PARTS = "parts"
@@ -117,10 +126,11 @@ def _wait_until_quiet(max_load: float | None, bar: Any, poll_s: float = 15.0, gi
     return paused
 
 
-def _config_fn(program: Program, config: str) -> Any:
-    """The program's function as configuration ``config``'s variant."""
+def configured_program(program: Program, config: str) -> tuple[Any, dict[str, Any]]:
+    """The program's function as configuration ``config`` builds it, and the compiler options to use."""
     variant = CONFIGURATIONS[config].variant
-    return program.fn if variant == Variant() else program.build(variant)
+    fn = program.fn if variant == Variant() else program.build(variant)
+    return fn, dict(CONFIGURATIONS[config].compiler_options)
 
 
 def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[data.KernelDataset, dict[str, Any]]:
@@ -129,8 +139,7 @@ def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[da
     The program is compiled first (``compile_s``); ``measure_kernels`` then reuses JAX's
     in-memory compilation cache, so ``measure_s`` is mostly running and tracing.
     """
-    fn = _config_fn(program, config)
-    options = dict(CONFIGURATIONS[config].compiler_options)
+    fn, options = configured_program(program, config)
     t0 = time.perf_counter()
     jax.jit(fn).lower(*program.args).compile(compiler_options=options or None)
     t1 = time.perf_counter()
@@ -266,6 +275,8 @@ def merge(parts_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     re-run, is read once), so the result does not depend on how the runs were sharded. Folders
     measured on different devices (their ``device.json``) are refused unless
     ``allow_mixed_devices``; the data set records the device when all folders name the same one.
+    A new ``out_dir`` also gets the folders' ``log.jsonl`` lines, each line once, in folder order
+    (what `measure_noise`, `additivity_table` and the program totals read).
     """
     roots = [Path(d).parent if Path(d).name == PARTS else Path(d) for d in parts_dirs]
     fingerprint = _one_device(roots, allow_mixed_devices)
@@ -277,17 +288,34 @@ def merge(parts_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     ds = data.dedup(data.concat([data.read_shard(files[name]) for name in sorted(files)]))
     ds.device = fingerprint
     data.save_dataset(ds, out_dir, shard_size)
-    if fingerprint is not None and Path(out_dir).resolve() not in {r.resolve() for r in roots}:
-        data.write_text_atomic(Path(out_dir) / DEVICE, json.dumps(fingerprint, indent=1))
+    if Path(out_dir).resolve() not in {r.resolve() for r in roots}:
+        if fingerprint is not None:
+            data.write_text_atomic(Path(out_dir) / DEVICE, json.dumps(fingerprint, indent=1))
+        _merge_logs(roots, Path(out_dir) / LOG)
     return data.load_kernel_dataset(out_dir)
 
 
-def _collection_settings(data_dir: Path) -> tuple[int, int, list[str] | None]:
-    """(n_programs, seed, families) of the collect run that made ``data_dir`` (its log's start line)."""
-    for entry in read_log(data_dir):
-        if entry.get("status") == "start":
-            return int(entry["n_programs"]), int(entry["seed"]), entry.get("families")
-    raise ValueError(f"{data_dir / LOG}: no 'start' line; cannot tell which corpus made this data set")
+def _merge_logs(roots: Sequence[Path], out: Path) -> None:
+    """Write the log lines of every folder to ``out``, each distinct line once, in folder order."""
+    lines: dict[str, None] = {}
+    for root in roots:
+        if (root / LOG).exists():
+            lines.update((line, None) for line in (root / LOG).read_text().splitlines() if line.strip())
+    if lines:
+        data.write_text_atomic(out, "".join(f"{line}\n" for line in lines))
+
+
+def dispatch_ns_per_kernel(entries: Iterable[Mapping[str, Any]]) -> float | None:
+    """The device's dispatch overhead per kernel, from measured (program, configuration) pairs.
+
+    ``entries`` are log lines of `measure_program` (keys ``wall_ns``, ``kernel_ns_per_run``,
+    ``kernels``). Returns the median over pairs of (wall time - summed labels) / kernels: the time
+    a run spends launching kernels that no kernel's label holds. A program's predicted runtime is
+    the sum of its kernels' plus this much per kernel. None when there is no pair.
+    """
+    gaps = [(e["wall_ns"] - e["kernel_ns_per_run"]) / max(int(e["kernels"]), 1)
+            for e in entries if e.get("wall_ns") is not None and e.get("kernel_ns_per_run") is not None]
+    return float(np.median(gaps)) if gaps else None
 
 
 def measure_noise(data_dir: str | os.PathLike | None = None, sample: int = 200, seed: int = 0,
@@ -301,11 +329,9 @@ def measure_noise(data_dir: str | os.PathLike | None = None, sample: int = 200, 
     ``noise.json`` beside the data) its median and 90th percentile, plus the per-kernel rows.
     Run it in a fresh process (``python -m tpucost data noise``), on an otherwise idle machine.
     """
-    import numpy as np
 
     root = Path(data_dir) if data_dir is not None else data.default_data_dir()
     ds = data.load_kernel_dataset(root)
-    n_programs, corpus_seed, families = _collection_settings(root)
     log = [e for e in read_log(root) if e.get("status") == "ok"]
     repeats = repeats or max((int(e.get("repeats", 5)) for e in log), default=5)
     rng = np.random.default_rng(seed)
@@ -313,8 +339,7 @@ def measure_noise(data_dir: str | os.PathLike | None = None, sample: int = 200, 
     wanted: dict[tuple[str, str], list[int]] = {}
     for i in picked:
         wanted.setdefault((str(ds.program_id[i]), str(ds.configuration[i])), []).append(int(i))
-    programs = {p.program_id: p for p in generate_programs(n_programs, corpus_seed, families)
-                if any(pid == p.program_id for pid, _ in wanted)}
+    programs = {pid: program_from_id(pid) for pid, _ in wanted}
     rows = []
     for (pid, config), indices in _progress(sorted(wanted.items()), progress):
         records, _ = measure_program(programs[pid], config, repeats)
@@ -402,16 +427,23 @@ def additivity_summary(table: Any) -> dict[str, Any]:
 
     ``{"pairs", "median", "p10", "p90", "max", "within_0.8_1.1", "above_1.1", "pairs_ge_1ms":
     {same keys for pairs whose wall time is at least 1 ms}, "dispatch_ns_per_kernel",
-    "median_by_family", "outside_by_reason"}`` (fractions in 0-1). ``dispatch_ns_per_kernel`` is
-    the median over pairs of (wall time - summed labels) / kernels: the per-kernel overhead a
-    program's prediction adds to the sum of its kernels.
+    "with_dispatch_ge_1ms", "median_by_family", "outside_by_reason"}`` (fractions in 0-1).
+    ``dispatch_ns_per_kernel`` is the median over pairs of (wall time - summed labels) / kernels:
+    the per-kernel overhead a program's prediction adds to the sum of its kernels;
+    ``with_dispatch_ge_1ms`` is the ratio (summed labels + that overhead per kernel) / wall time
+    over the pairs of at least 1 ms: its median and the fraction within 10% of 1.
     """
     far = table[table["reason"] != ""]
-    gap = (table["wall_ns"] - table["kernel_ns_per_run"]) / table["kernels"].clip(lower=1)
+    dispatch = dispatch_ns_per_kernel(table.to_dict("records"))
+    long = table[table["wall_ns"] >= 1e6]
+    with_dispatch = (long["kernel_ns_per_run"] + (dispatch or 0.0) * long["kernels"]) / long["wall_ns"]
     return {
         **_ratio_summary(table["additivity_ratio"]),
         "pairs_ge_1ms": _ratio_summary(table.loc[table["wall_ns"] >= 1e6, "additivity_ratio"]),
-        "dispatch_ns_per_kernel": float(gap.median()) if len(gap) else None,
+        "dispatch_ns_per_kernel": dispatch,
+        "with_dispatch_ge_1ms": {"pairs": int(len(with_dispatch)),
+                                 "median": float(with_dispatch.median()) if len(long) else None,
+                                 "within_0.9_1.1": float(((with_dispatch - 1).abs() <= 0.1).mean()) if len(long) else None},
         "median_by_family": {k: float(v) for k, v in table.groupby("family")["additivity_ratio"].median().items()},
         "outside_by_reason": {k: int(v) for k, v in far["reason"].value_counts().items()},
     }

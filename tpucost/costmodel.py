@@ -11,7 +11,9 @@
 
 * `CostModel.load(model_dir, method)` loads one of them; `predict(kernels)` gives ns per kernel,
   `predict_hlo(text)` and `predict_program(fn, *args)` give per-kernel and total estimates for a
-  whole program (compiled, never run).
+  whole program (compiled, never run): the total is the sum of its kernels (each times its calls
+  per run) plus the device's dispatch overhead per kernel, measured on the training programs
+  (`tpucost.collect.dispatch_ns_per_kernel`) and stored with the checkpoint.
 
 The split is by program (``random``, seed 0) or by family (``hard``): see `tpucost.data`. Test
 labels are never used for training, early stopping or fitting coefficients.
@@ -34,9 +36,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from tpucost import analytical, calibration, data, device, evaluate, features, hlo, kernels, train
+from tpucost import analytical, calibration, collect, data, device, evaluate, features, hlo, kernels, train
 from tpucost.features import KernelGraph
 from tpucost.kernels import Kernel
+from tpucost.programs import program_from_id
 
 __all__ = [
     "METHODS",
@@ -47,6 +50,7 @@ __all__ = [
     "train_kernel_models",
     "evaluate_split",
     "evaluate_kernel_models",
+    "program_totals",
 ]
 
 METHODS = evaluate.METHOD_ORDER  # gnn, lstm, analytical
@@ -106,6 +110,8 @@ def train_kernel_models(
         "train_configs": {}, "results": {}, "histories": {}, "train_seconds": {},
         "backend": jax.default_backend(), "jax_version": jax.__version__, "device": dataset.device,
     }
+    dispatch = _training_dispatch_ns(dataset, parts)
+    report["dispatch_ns_per_kernel"] = dispatch
     previous = _previous_report(out / "evaluation.json", split, len(test_idx), len(parts.test_programs))
     for key in ("train_configs", "results", "histories", "train_seconds"):
         report[key].update({m: v for m, v in previous.get(key, {}).items() if m not in methods})
@@ -114,14 +120,15 @@ def train_kernel_models(
         if method == "analytical":
             model = analytical.AnalyticalModel()
             model.fit(_graphs(dataset, train_idx), dataset.runtime_ns[train_idx], dataset.kind[train_idx])
-            saved = {**json.loads(model.to_json()), "device": dataset.device}
+            saved = {**json.loads(model.to_json()), "device": dataset.device, "dispatch_ns_per_kernel": dispatch}
             data.write_text_atomic(out / "analytical.json", json.dumps(saved, indent=2))
         else:
             result = train.train_and_evaluate(_method_config(config, method), dataset, train_idx, val_idx,
                                               progress=progress)
             train.save_checkpoint(out / method, result.model, result.config, result.norm,
                                   extra={"split": split, "best_epoch": result.best_epoch,
-                                         "best_val_loss": result.best_val_loss, "device": dataset.device})
+                                         "best_val_loss": result.best_val_loss, "device": dataset.device,
+                                         "dispatch_ns_per_kernel": dispatch})
             report["histories"][method] = result.history
             report["train_configs"][method] = result.config.to_dict()
         report["train_seconds"][method] = time.perf_counter() - start
@@ -129,6 +136,15 @@ def train_kernel_models(
         report["results"][method] = evaluate_split(dataset, parts, trained.predict)
     (out / "evaluation.json").write_text(json.dumps(report, indent=1))
     return report
+
+
+def _training_dispatch_ns(dataset: data.KernelDataset, parts: data.Split) -> float | None:
+    """Dispatch overhead per kernel over the training programs' measured pairs (None without a log)."""
+    if dataset.root is None:
+        return None
+    train_programs = set(parts.train_programs.tolist())
+    return collect.dispatch_ns_per_kernel(e for e in collect.read_log(dataset.root)
+                                          if e.get("status") == "ok" and e["program_id"] in train_programs)
 
 
 def _previous_report(path: Path, split: str, test_kernels: int, test_programs: int) -> dict[str, Any]:
@@ -163,6 +179,41 @@ def evaluate_split(ds: data.KernelDataset, split: data.Split,
     return result
 
 
+def program_totals(model: CostModel, data_dir: str | Path, program_ids: Sequence[str], min_wall_ns: float = 1e6,
+                   limit: int | None = None, progress: bool = True) -> dict[str, Any]:
+    """`CostModel.predict_program` totals against the wall times measured when ``data_dir`` was collected.
+
+    Takes the measured (program, configuration) pairs of ``program_ids`` (use test programs) whose wall
+    time is at least ``min_wall_ns`` (at most ``limit`` of them, a fixed random choice), rebuilds
+    and compiles each (never runs it) and predicts its total: kernels plus dispatch overhead.
+    Returns the number of pairs, the median ratio predicted/measured, the median absolute error
+    (%), the fraction within 10%, and the median ratio of the kernels alone (no dispatch overhead).
+    """
+    from tqdm import tqdm  # text bars: no ipywidgets needed in notebooks
+
+    wanted = set(np.asarray(program_ids, dtype=str).tolist())
+    pairs = [e for e in collect.read_log(data_dir)
+             if e.get("status") == "ok" and e["program_id"] in wanted and e["wall_ns"] >= min_wall_ns]
+    if limit is not None and len(pairs) > limit:
+        pick = np.random.default_rng(0).choice(len(pairs), size=limit, replace=False)
+        pairs = [pairs[i] for i in sorted(pick)]
+    total, kernels_only = [], []
+    for entry in tqdm(pairs, disable=not progress, desc="program totals", unit="program"):
+        program = program_from_id(entry["program_id"])
+        fn, options = collect.configured_program(program, entry["configuration"])
+        estimate = model.predict_program(fn, *program.args, compiler_options=options)
+        total.append(estimate.total_ns / entry["wall_ns"])
+        kernels_only.append(estimate.kernels_ns / entry["wall_ns"])
+    ratio = np.asarray(total)
+    if not len(ratio):
+        return {"pairs": 0}
+    return {"pairs": len(ratio), "median_ratio": float(np.median(ratio)),
+            "median_ape": float(100 * np.median(np.abs(ratio - 1))),
+            "within_10pct": float(np.mean(np.abs(ratio - 1) <= 0.1)),
+            "median_ratio_kernels_only": float(np.median(kernels_only)),
+            "dispatch_ns_per_kernel": model.dispatch_ns_per_kernel}
+
+
 def evaluate_kernel_models(
     model_dir: str | Path, dataset: data.KernelDataset, split: str, methods: Sequence[str] = METHODS
 ) -> dict[str, dict[str, Any]]:
@@ -184,13 +235,24 @@ def _warn_once(message: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ProgramEstimate:
-    """Predicted runtimes of one program's kernels; ``total_ns`` weighs each by its calls per run."""
+    """Predicted runtimes of one program: per kernel, and in all.
+
+    ``kernels_ns`` weighs each kernel's prediction by its calls per run; ``dispatch_ns`` is the
+    device's per-kernel dispatch overhead times the number of kernels; ``total_ns`` is their sum,
+    the estimate of the program's wall time.
+    """
 
     kernels: list[dict[str, Any]]  # {"name", "kind", "predicted_ns", "calls_per_run"}
-    total_ns: float
+    kernels_ns: float
+    dispatch_ns: float
+
+    @property
+    def total_ns(self) -> float:
+        return self.kernels_ns + self.dispatch_ns
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kernels": self.kernels, "total_ns": self.total_ns}
+        return {"kernels": self.kernels, "kernels_ns": self.kernels_ns, "dispatch_ns": self.dispatch_ns,
+                "total_ns": self.total_ns}
 
 
 class CostModel:
@@ -199,17 +261,26 @@ class CostModel:
     ``trained_on`` is the fingerprint of the device that measured the model's training labels
     (None when the checkpoint predates device fingerprints). On another device `load` applies
     the correction that `calibrate` stored for this model and device, or warns once that the
-    predictions are for the other machine.
+    predictions are for the other machine. ``trained_dispatch_ns`` is the per-kernel dispatch
+    overhead of the training device (0 when unknown); a correction may replace it.
     """
 
     def __init__(self, method: str, predict_fn: Callable[[list[KernelGraph]], np.ndarray], meta: Mapping[str, Any],
-                 key: str = "", trained_on: Mapping[str, Any] | None = None):
+                 key: str = "", trained_on: Mapping[str, Any] | None = None, trained_dispatch_ns: float | None = None):
         self.method = method
         self._predict_fn = predict_fn
         self.meta = dict(meta)
         self.key = key
         self.trained_on = dict(trained_on) if trained_on else None
+        self.trained_dispatch_ns = float(trained_dispatch_ns or 0.0)
         self.correction: calibration.Correction | None = None
+
+    @property
+    def dispatch_ns_per_kernel(self) -> float:
+        """Dispatch overhead per kernel (ns) added to program totals: the correction's, else the training device's."""
+        if self.correction is not None and self.correction.dispatch_ns_per_kernel is not None:
+            return self.correction.dispatch_ns_per_kernel
+        return self.trained_dispatch_ns
 
     @classmethod
     def load(cls, model_dir: str | Path | None = None, method: str = "gnn", split: str = "random",
@@ -233,13 +304,15 @@ class CostModel:
             saved = json.loads(path.read_text())
             model = analytical.AnalyticalModel.from_json(saved)
             loaded = cls(method, lambda graphs: model.predict(graphs), {"path": str(path)},
-                         calibration.model_key([path]), saved.get("device"))
+                         calibration.model_key([path]), saved.get("device"), saved.get("dispatch_ns_per_kernel"))
         else:
             if not (root / method).exists():
                 raise FileNotFoundError(f"{root / method} not found: train with `python -m tpucost train --task kernel`{hint}")
             net, _, norm, meta = train.load_checkpoint(root / method)
+            extra = meta.get("extra", {})
             loaded = cls(method, lambda graphs: np.exp(train.predict_log_ns(net, norm, graphs)), meta,
-                         calibration.model_key(sorted((root / method).glob("*"))), meta.get("extra", {}).get("device"))
+                         calibration.model_key(sorted((root / method).glob("*"))), extra.get("device"),
+                         extra.get("dispatch_ns_per_kernel"))
         if calibrated:
             loaded._use_device_at_hand(root)
         return loaded
@@ -271,15 +344,16 @@ class CostModel:
         """Measure the calibration programs here, fit this device's correction, store and use it.
 
         Returns the report stored with it: median APE (%) before and after correction on the
-        calibration kernels (cross-fitted, see `tpucost.calibration`), the correction, the device,
-        the seconds spent and the file written. Measure in the label mode
+        calibration kernels (cross-fitted, see `tpucost.calibration`), which correction won
+        (``mode``: per-kind offsets, one global offset or none; `calibration.choose_correction`),
+        the correction, the device, the seconds spent and the file written. Measure in the label mode
         (`tpucost.device.pin_to_one_core`, as ``python -m tpucost calibrate`` does).
         """
         cal = calibration.measure_calibration_set(n_programs, repeats, progress=progress)
         raw = np.asarray(self._predict_fn(cal.graphs), np.float64)
-        report = {"method": self.method, **calibration.cross_fitted_errors(raw, cal),
+        correction, errors = calibration.choose_correction(raw, cal)
+        report = {"method": self.method, **errors,
                   "device": cal.device, "trained_on": self.trained_on, "seconds": cal.seconds}
-        correction = calibration.fit_correction(raw, cal.measured_ns, cal.kinds)
         path = calibration.save_correction(self.key, correction, report)
         self.correction = correction
         return {**report, "correction": correction.to_dict(), "path": str(path)}
@@ -290,7 +364,8 @@ class CostModel:
         predicted = self.predict(ks)
         rows = [{"name": k.name, "kind": k.kind, "predicted_ns": float(p), "calls_per_run": k.calls_per_run}
                 for k, p in zip(ks, predicted, strict=True)]
-        return ProgramEstimate(rows, float(sum(r["predicted_ns"] * r["calls_per_run"] for r in rows)))
+        return ProgramEstimate(rows, float(sum(r["predicted_ns"] * r["calls_per_run"] for r in rows)),
+                               self.dispatch_ns_per_kernel * len(rows))
 
     def predict_program(self, fn: Callable[..., Any], *args: Any,
                         compiler_options: Mapping[str, Any] | None = None) -> ProgramEstimate:

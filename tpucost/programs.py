@@ -898,6 +898,19 @@ def make_program(family: str, form: str, seed: int, index: int) -> Program:
     return Program(f"{family}-{form}-{seed}-{index}", family, form, hparams, build(Variant()), args, build)
 
 
+def program_from_id(program_id: str) -> Program:
+    """Rebuild a corpus program from its id, ``<family>-<form>-<seed>-<index>`` (see `make_program`).
+
+    Raises ValueError naming the id when it is not a corpus program id.
+    """
+    parts = program_id.rsplit("-", 3)
+    if len(parts) != 4 or parts[0] not in FAMILIES or parts[1] not in FORMS or not all(
+            p.lstrip("-").isdigit() for p in parts[2:]):
+        raise ValueError(f"{program_id!r} is not a corpus program id (<family>-<form>-<seed>-<index>, "
+                         f"family one of {FAMILIES}, form one of {FORMS})")
+    return make_program(parts[0], parts[1], int(parts[2]), int(parts[3]))
+
+
 def generate_programs(n: int, seed: int = 0, families: Sequence[str] | None = None) -> Iterator[Program]:
     """Yield ``n`` programs, the same ids and hparams for the same ``seed`` and ``families``.
 
