@@ -363,7 +363,7 @@ def measure_noise(data_dir: str | os.PathLike | None = None, sample: int = 200, 
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows": rows,
     }
-    (root / "noise.json").write_text(json.dumps(result, indent=1))
+    data.write_text_atomic(root / "noise.json", json.dumps(result, indent=1))
     return result
 
 

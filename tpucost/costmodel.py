@@ -134,7 +134,7 @@ def train_kernel_models(
         report["train_seconds"][method] = time.perf_counter() - start
         trained = CostModel.load(out, method, calibrated=False)
         report["results"][method] = evaluate_split(dataset, parts, trained.predict)
-    (out / "evaluation.json").write_text(json.dumps(report, indent=1))
+    data.write_text_atomic(out / "evaluation.json", json.dumps(report, indent=1))
     return report
 
 
