@@ -125,10 +125,8 @@ def fit_correction(predicted_ns: np.ndarray, measured_ns: np.ndarray, kinds: Seq
     for kind in np.unique(kinds[ok]):
         sel = ok & (kinds == kind)
         counts[str(kind)] = int(sel.sum())
-        if sel.sum() >= min_per_kind:
+        if mode == "per_kind" and sel.sum() >= min_per_kind:
             offsets[str(kind)] = float(np.median(gap[sel]))
-    if mode != "per_kind":
-        offsets = {}
     overall = float(np.median(gap[ok])) if mode != "none" else 0.0
     return Correction(offsets, overall, counts, dispatch_ns_per_kernel(pairs))
 

@@ -50,7 +50,7 @@ from tpucost.programs import (
 )
 
 __all__ = ["collect", "finalize", "merge", "measure_program", "measure_noise", "read_log", "load_parts",
-           "configured_program", "dispatch_ns_per_kernel"]
+           "configured_program", "dispatch_ns_per_kernel", "measured_runs"]
 
 LOG = "log.jsonl"
 PARTS = "parts"
@@ -95,6 +95,14 @@ def read_log(out_dir: str | os.PathLike) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return entries
+
+
+def measured_runs(out_dir: str | os.PathLike, program_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The log entries of the (program, configuration) pairs measured without error, optionally
+    only those of ``program_ids``: wall time, summed labels, kernels, ... (see `measure_program`)."""
+    wanted = None if program_ids is None else {str(p) for p in program_ids}
+    return [e for e in read_log(out_dir)
+            if e.get("status") == "ok" and (wanted is None or e["program_id"] in wanted)]
 
 
 def _append_log(out_dir: Path, entry: dict[str, Any]) -> None:
@@ -329,11 +337,9 @@ def measure_noise(data_dir: str | os.PathLike | None = None, sample: int = 200, 
     ``noise.json`` beside the data) its median and 90th percentile, plus the per-kernel rows.
     Run it in a fresh process (``python -m tpucost data noise``), on an otherwise idle machine.
     """
-
     root = Path(data_dir) if data_dir is not None else data.default_data_dir()
     ds = data.load_kernel_dataset(root)
-    log = [e for e in read_log(root) if e.get("status") == "ok"]
-    repeats = repeats or max((int(e.get("repeats", 5)) for e in log), default=5)
+    repeats = repeats or max((int(e.get("repeats", 5)) for e in measured_runs(root)), default=5)
     rng = np.random.default_rng(seed)
     picked = rng.choice(len(ds), size=min(sample, len(ds)), replace=False)
     wanted: dict[tuple[str, str], list[int]] = {}
@@ -383,7 +389,7 @@ def additivity_table(data_dir: str | os.PathLike | None = None) -> Any:
     import pandas as pd
 
     root = Path(data_dir) if data_dir is not None else data.default_data_dir()
-    rows = [e for e in read_log(root) if e.get("status") == "ok"]
+    rows = measured_runs(root)
     frame = pd.DataFrame(rows, columns=["program_id", "configuration", "wall_ns", "kernel_ns_per_run",
                                         "additivity_ratio", "kernels"])
     frame.insert(1, "family", frame["program_id"].str.split("-").str[0])
@@ -439,7 +445,7 @@ def additivity_summary(table: Any) -> dict[str, Any]:
     with_dispatch = (long["kernel_ns_per_run"] + (dispatch or 0.0) * long["kernels"]) / long["wall_ns"]
     return {
         **_ratio_summary(table["additivity_ratio"]),
-        "pairs_ge_1ms": _ratio_summary(table.loc[table["wall_ns"] >= 1e6, "additivity_ratio"]),
+        "pairs_ge_1ms": _ratio_summary(long["additivity_ratio"]),
         "dispatch_ns_per_kernel": dispatch,
         "with_dispatch_ge_1ms": {"pairs": int(len(with_dispatch)),
                                  "median": float(with_dispatch.median()) if len(long) else None,

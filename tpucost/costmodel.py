@@ -142,9 +142,7 @@ def _training_dispatch_ns(dataset: data.KernelDataset, parts: data.Split) -> flo
     """Dispatch overhead per kernel over the training programs' measured pairs (None without a log)."""
     if dataset.root is None:
         return None
-    train_programs = set(parts.train_programs.tolist())
-    return collect.dispatch_ns_per_kernel(e for e in collect.read_log(dataset.root)
-                                          if e.get("status") == "ok" and e["program_id"] in train_programs)
+    return collect.dispatch_ns_per_kernel(collect.measured_runs(dataset.root, parts.train_programs))
 
 
 def _previous_report(path: Path, split: str, test_kernels: int, test_programs: int) -> dict[str, Any]:
@@ -191,9 +189,7 @@ def program_totals(model: CostModel, data_dir: str | Path, program_ids: Sequence
     """
     from tqdm import tqdm  # text bars: no ipywidgets needed in notebooks
 
-    wanted = set(np.asarray(program_ids, dtype=str).tolist())
-    pairs = [e for e in collect.read_log(data_dir)
-             if e.get("status") == "ok" and e["program_id"] in wanted and e["wall_ns"] >= min_wall_ns]
+    pairs = [e for e in collect.measured_runs(data_dir, program_ids) if e["wall_ns"] >= min_wall_ns]
     if limit is not None and len(pairs) > limit:
         pick = np.random.default_rng(0).choice(len(pairs), size=limit, replace=False)
         pairs = [pairs[i] for i in sorted(pick)]

@@ -905,7 +905,7 @@ def program_from_id(program_id: str) -> Program:
     """
     parts = program_id.rsplit("-", 3)
     if len(parts) != 4 or parts[0] not in FAMILIES or parts[1] not in FORMS or not all(
-            p.lstrip("-").isdigit() for p in parts[2:]):
+            p.isdigit() for p in parts[2:]):
         raise ValueError(f"{program_id!r} is not a corpus program id (<family>-<form>-<seed>-<index>, "
                          f"family one of {FAMILIES}, form one of {FORMS})")
     return make_program(parts[0], parts[1], int(parts[2]), int(parts[3]))
