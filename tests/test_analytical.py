@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpucost import analytical, costmodel, data
+from tpucost import analytical, data
 from tpucost.analytical import (
     AnalyticalModel,
     DeviceRoofline,
@@ -22,6 +22,7 @@ from tpucost.analytical import (
 from tpucost.features import KernelGraph, featurize
 from tpucost.hlo import parse_module
 from tpucost.kernels import decompose
+from tpucost.tasks import kernel
 
 # keep a dot a lone `dot` kernel on XLA:CPU (no YNNPACK/XNNPACK fusion)
 NO_LIBRARY_FUSION = {"xla_cpu_experimental_ynn_fusion_type": "", "xla_cpu_experimental_xnn_fusion_type": ""}
@@ -182,7 +183,7 @@ def test_model_recovers_per_kind_scale(synthetic):
 
 
 def test_model_uses_only_the_training_data(synthetic, tmp_path, monkeypatch):
-    """Fit through `costmodel.train_kernel_models` on a data set holding the test labels too:
+    """Fit through `tpucost.tasks.kernel.run_experiment` on a data set holding the test labels too:
     garbage test labels must not move a coefficient."""
     monkeypatch.setattr(analytical, "calibrate", lambda *args, **kwargs: ROOF)
     est = np.array([roofline_ns(kernel_cost(g), ROOF) for g in synthetic])
@@ -201,8 +202,8 @@ def test_model_uses_only_the_training_data(synthetic, tmp_path, monkeypatch):
             data.from_graphs([g], [labels[i]], [1], {**meta, "program_id": f"{family[i]}-{i}", "family": family[i]})
             for i, g in enumerate(synthetic)
         ])
-        assert costmodel.split_indices(ds, "hard").test.tolist() == test
-        costmodel.train_kernel_models(ds, "hard", tmp_path / name, methods=("analytical",), progress=False)
+        assert data.split(ds, "hard").test.tolist() == test
+        kernel.run_experiment(ds, "hard", tmp_path / name, methods=("analytical",), progress=False)
         model = AnalyticalModel.from_json((tmp_path / name / "analytical.json").read_text())
         assert model.coefficients == pytest.approx({"dot": 2.0, "kLoop": 5.0})
         assert model.counts == {"dot": 1, "kLoop": 3}

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tpucost import calibration, cli, collect, costmodel, data, device, train
+from tpucost.tasks import kernel
 
 
 def test_fit_correction_recovers_per_kind_scales_and_falls_back_for_rare_kinds():
@@ -45,7 +46,7 @@ def tiny_model(tmp_path_factory):
     collect.collect(out / "data", 6, 0, repeats=2, configurations=("default",), families=("mlp", "norm_softmax"),
                     progress=False)
     ds = data.load_kernel_dataset(out / "data")
-    costmodel.train_kernel_models(ds, "random", out / "model", train.TrainConfig.smoke(), methods=("gnn", "analytical"),
+    kernel.run_experiment(ds, "random", out / "model", train.TrainConfig.smoke(), methods=("gnn", "analytical"),
                                   progress=False)
     return out / "model", ds
 
@@ -66,7 +67,7 @@ def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrate
     assert json.loads((model_dir / "analytical.json").read_text())["device"]["id"] == ds.device["id"]
 
     other = _elsewhere(monkeypatch)
-    costmodel._warned.clear()
+    device._warned.clear()
     with pytest.warns(UserWarning, match="predictions are for the other machine") as caught:
         raw = costmodel.CostModel.load(model_dir, "gnn")
         costmodel.CostModel.load(model_dir, "gnn")  # said once

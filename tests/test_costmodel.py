@@ -1,4 +1,5 @@
-"""Tests of tpucost.costmodel and the train / evaluate / predict commands, on a tiny collected data set."""
+"""Tests of tpucost.costmodel, the kernel task's experiments and the train / evaluate / predict commands,
+on a tiny collected data set."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from conftest import rand_graph
 
 from tpucost import cli, collect, costmodel, data, hlo, kernels, models, programs, train
+from tpucost.tasks import kernel as kernel_task
 
 METHODS = ("gnn", "lstm", "analytical")
 
@@ -27,7 +29,7 @@ def tiny(tmp_path_factory) -> data.KernelDataset:
 @pytest.fixture(scope="module")
 def trained(tiny, tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
-    report = costmodel.train_kernel_models(tiny, "random", out, train.TrainConfig.smoke(), progress=False)
+    report = kernel_task.run_experiment(tiny, "random", out, train.TrainConfig.smoke(), progress=False)
     return out, report
 
 
@@ -37,7 +39,7 @@ def test_training_writes_every_method_and_evaluates_on_test(tiny, trained):
     assert (out / "analytical.json").exists()
     saved = json.loads((out / "evaluation.json").read_text())
     assert set(saved["results"]) == set(METHODS)
-    split = costmodel.split_indices(tiny, "random")
+    split = data.split(tiny, "random")
     assert saved["test_kernels"] == len(split.test) > 0 and saved["test_programs"] == len(split.test_programs) > 0
     rows = data.program_rows(tiny, split.test_programs)
     for method in METHODS:
@@ -65,7 +67,7 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
     def predict(graphs):
         return np.array([1000.0 * (1 + ape[g.name] / 100) for g in graphs])
 
-    r = costmodel.evaluate_split(ds, split, predict)
+    r = kernel_task.evaluate_split(ds, split, predict)
     assert (r["n_kernels"], r["n_programs"]) == (5, 2)  # s counts under p1 and p2, a not at all
     assert r["mape_lt5us"] == pytest.approx((55.0 + 50.0) / 2)  # p1: (100 + 10) / 2; p2: (100 + 10 + 40) / 3
     assert r["per_family"]["unet"]["mape_lt5us"] == pytest.approx(55.0)
@@ -85,7 +87,7 @@ def test_cost_model_predicts_positive_runtimes(tiny, trained):
 def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path):
     """Several epochs of both networks (so early stopping has a choice) and the analytical fit:
     garbage test labels change no validation loss, no chosen epoch and no prediction."""
-    split = costmodel.split_indices(tiny, "random")
+    split = data.split(tiny, "random")
     changed = data.load_kernel_dataset(tiny.root)
     changed.runtime_ns[split.test] = 1e9 / changed.runtime_ns[split.test]  # garbage, order reversed
     changed.runtime_ns[split.test[::2]] *= 100.0
@@ -94,7 +96,7 @@ def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path)
     graphs = [tiny.graph(i) for i in range(len(tiny))]
     runs = []
     for ds, name in ((tiny, "a"), (changed, "b")):
-        report = costmodel.train_kernel_models(ds, "random", tmp_path / name, config, progress=False)
+        report = kernel_task.run_experiment(ds, "random", tmp_path / name, config, progress=False)
         preds = {m: costmodel.CostModel.load(tmp_path / name, m).predict(graphs) for m in METHODS}
         runs.append((report["histories"], preds))
     for method in ("gnn", "lstm"):
@@ -121,7 +123,7 @@ def test_predict_program_covers_every_kernel(trained):
 def test_program_totals_add_the_training_programs_dispatch_overhead(tiny, trained):
     """The checkpoint stores the dispatch overhead of its TRAINING programs' runs; totals add it per kernel."""
     out, _ = trained
-    split = costmodel.split_indices(tiny, "random")
+    split = data.split(tiny, "random")
     train_runs = [e for e in collect.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.train_programs]
     expected = collect.dispatch_ns_per_kernel(train_runs)
     model = costmodel.CostModel.load(out, "gnn")
@@ -129,7 +131,7 @@ def test_program_totals_add_the_training_programs_dispatch_overhead(tiny, traine
     estimate = model.predict_hlo(jax.jit(lambda x: jnp.tanh(x) @ x).lower(jnp.ones((8, 8))).compile().as_text())
     assert estimate.dispatch_ns == pytest.approx(expected * len(estimate.kernels))
 
-    totals = costmodel.program_totals(model, tiny.root, split.test_programs, min_wall_ns=0, progress=False)
+    totals = kernel_task.program_totals(model, tiny.root, split.test_programs, min_wall_ns=0, progress=False)
     runs = [e for e in collect.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.test_programs]
     assert totals["pairs"] == len(runs) > 0
     program = programs.program_from_id(runs[0]["program_id"])

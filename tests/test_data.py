@@ -120,6 +120,27 @@ def test_schema_json_and_missing(dataset, tmp_path):
     assert not zipfile.is_zipfile(tmp_path / "kernels-00000.npz")
 
 
+def test_data_sets_carry_their_feature_spec(dataset, tmp_path):
+    assert dataset.features == features.TPUCOST_FEATURES and dataset.subset([0]).features == dataset.features
+    data.save_dataset(dataset, tmp_path)
+    schema = json.loads((tmp_path / "schema.json").read_text())
+    assert features.FeatureSpec.from_dict(schema["features"]) == features.TPUCOST_FEATURES
+    assert data.load_kernel_dataset(tmp_path).features == features.TPUCOST_FEATURES
+    (tmp_path / "schema.json").write_text(json.dumps({k: v for k, v in schema.items() if k != "features"}))
+    assert data.load_kernel_dataset(tmp_path).features == features.TPUCOST_FEATURES  # written before specs
+    other = {**schema["features"], "layout": "tpugraphs-tile-v0"}
+    (tmp_path / "schema.json").write_text(json.dumps({**schema, "features": other}))
+    with pytest.raises(ValueError, match="schema.json.*feature layout"):
+        data.load_kernel_dataset(tmp_path)
+
+
+def test_split_by_name(dataset):
+    assert data.split(dataset, "random").test.tolist() == data.split_random(dataset).test.tolist()
+    assert data.split(dataset, "hard").test.tolist() == data.split_hard(dataset).test.tolist()
+    with pytest.raises(ValueError, match="random"):
+        data.split(dataset, "sideways")
+
+
 def _sources(ds: data.KernelDataset, i: int) -> tuple[set[str], set[str]]:
     """(programs, families) kernel ``i`` was measured in."""
     s0, s1 = ds.source_offsets[i], ds.source_offsets[i + 1]

@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from tpucost.evaluate import TABLE_COLUMNS, comparison_table, error_by_kind, evaluate, kendall_tau, mape
+from tpucost.evaluate import (
+    TABLE_COLUMNS,
+    comparison_table,
+    error_by_kind,
+    kendall_tau,
+    mape,
+    runtime_metrics,
+)
 
 
 def test_mape():
@@ -47,7 +54,7 @@ def flat(programs=PROGRAMS):
 
 def test_evaluate_takes_medians_across_programs():
     pred, true, prog = flat()
-    r = evaluate(pred, true, prog)
+    r = runtime_metrics(pred, true, prog)
     d_ge = (12.5 + 100 / 9) / 2
     assert r["mape_ge5us"] == pytest.approx((d_ge + 50.0) / 2)  # median of 10, 50, 100, d_ge
     assert r["mape_lt5us"] == pytest.approx(5.0)  # median of 5, 50, 0 (D has no short kernel)
@@ -57,32 +64,32 @@ def test_evaluate_takes_medians_across_programs():
     assert r["n_dropped"] == 0 and "per_family" not in r
     # the median is across programs, not over kernels: shuffling kernels changes nothing
     perm = np.random.default_rng(0).permutation(len(true))
-    assert evaluate(pred[perm], true[perm], prog[perm]) == r
+    assert runtime_metrics(pred[perm], true[perm], prog[perm]) == r
 
 
 def test_evaluate_per_family_and_dropping():
     pred, true, prog = flat()
     fam = np.where(np.isin(prog, ["A", "B"]), "cnn", "mlp")
-    r = evaluate(pred, true, prog, families=fam)
+    r = runtime_metrics(pred, true, prog, families=fam)
     assert set(r["per_family"]) == {"cnn", "mlp"}
     cnn, mlp = r["per_family"]["cnn"], r["per_family"]["mlp"]
     assert cnn["mape_ge5us"] == pytest.approx(30.0) and cnn["mape_lt5us"] == pytest.approx(27.5)
     assert mlp["mape_lt5us"] == pytest.approx(0.0) and mlp["kendall_median"] == pytest.approx(0.0)
     assert (cnn["n_programs"], mlp["n_kernels"]) == (2, 4)
     # non-positive labels and non-finite predictions are dropped and counted
-    r2 = evaluate(np.append(pred, [np.nan, 1.0]), np.append(true, [100.0, 0.0]), np.append(prog, ["A", "A"]))
+    r2 = runtime_metrics(np.append(pred, [np.nan, 1.0]), np.append(true, [100.0, 0.0]), np.append(prog, ["A", "A"]))
     assert r2["n_dropped"] == 2 and r2["mape_ge5us"] == r["mape_ge5us"]
 
 
 def test_evaluate_without_long_kernels_gives_nan():
-    r = evaluate([100.0, 300.0], [100.0, 200.0], ["p", "p"])
+    r = runtime_metrics([100.0, 300.0], [100.0, 200.0], ["p", "p"])
     assert math.isnan(r["mape_ge5us"]) and r["mape_lt5us"] == pytest.approx(25.0)
     assert r["kendall_median"] == pytest.approx(1.0)
 
 
 def test_comparison_table_shape_and_order():
     pred, true, prog = flat()
-    r = evaluate(pred, true, prog)
+    r = runtime_metrics(pred, true, prog)
     table = comparison_table({"analytical": r, "mine": r, "gnn": r, "lstm": r})
     assert table.shape == (4, 5) and list(table.columns) == list(TABLE_COLUMNS)
     assert list(table.index) == ["gnn", "lstm", "analytical", "mine"]
@@ -103,8 +110,32 @@ def test_evaluate_scores_a_kernel_in_every_program_given():
     true = np.array([1000.0, 1000.0, 1000.0, 1000.0, 1000.0])
     prog = np.array(["P", "P", "Q", "Q", "Q"])
     fam = np.array(["cnn", "cnn", "gru", "gru", "gru"])
-    r = evaluate(pred, true, prog, fam)
+    r = runtime_metrics(pred, true, prog, fam)
     assert (r["n_kernels"], r["n_programs"]) == (5, 2)
     assert r["mape_lt5us"] == pytest.approx((55.0 + 130 / 3) / 2)  # P: (100 + 10) / 2, Q: (100 + 10 + 20) / 3
     assert r["per_family"]["gru"]["mape_lt5us"] == pytest.approx(130 / 3)
     assert r["per_family"]["cnn"]["n_kernels"] == 2
+
+
+from tpucost.evaluate import ranking_metrics, top_k_curve, top_k_slowdown  # noqa: E402
+
+
+def test_top_k_slowdown_by_hand():
+    runtime = [10.0, 20.0, 40.0, 12.0]
+    scores = [3.0, 0.0, 1.0, 2.0]  # the model's order: 20, 40, 12, 10
+    assert top_k_slowdown(scores, runtime, 1) == pytest.approx(1.0)
+    assert top_k_slowdown(scores, runtime, 3) == pytest.approx(0.2)
+    assert top_k_slowdown(scores, runtime, 4) == 0.0
+
+
+def test_ranking_metrics_perfect_and_reversed():
+    runtimes = [np.array([1.0, 2.0, 3.0]), np.array([5.0, 4.0])]
+    perfect = ranking_metrics([np.log(r) for r in runtimes], runtimes)
+    assert perfect["kendall_mean"] == pytest.approx(1.0) and perfect["top1"] == 0.0
+    reverse = ranking_metrics([-r for r in runtimes], runtimes)
+    assert reverse["kendall_mean"] == pytest.approx(-1.0)
+    assert reverse["top1"] == pytest.approx(np.mean([2.0, 0.25]))
+    curve = top_k_curve([-r for r in runtimes], runtimes, 3)
+    assert curve[0] == pytest.approx(reverse["top1"]) and curve[-1] == 0.0
+    with pytest.raises(ValueError, match="kernels"):
+        ranking_metrics(runtimes[:1], runtimes)

@@ -123,6 +123,27 @@ def test_install_cell_installs_the_checkout_inside_it_and_the_repository_elsewhe
     assert cmd[-1] == f"tpucost[notebooks] @ file://{tmp_path}/tpucost-0.1.0-py3-none-any.whl"
 
 
+def _module_name(path: Path) -> str:
+    """``tpucost/x.py`` -> ``x``; ``tpucost/tasks/x.py`` -> ``tasks.x`` (the README map's names)."""
+    return ".".join(path.relative_to(ROOT / "tpucost").with_suffix("").parts)
+
+
+def _package_modules() -> set[str]:
+    """The README map's names of every module of the package (sub-packages' modules dotted)."""
+    files = [p for p in (ROOT / "tpucost").rglob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    return {_module_name(p) for p in files}
+
+
+def _imported_name(module: str, names: list[str]) -> set[str]:
+    """The map names an ``import``/``from`` of tpucost ``module`` (``"tpucost.x.y"``) refers to."""
+    parts = module.split(".")[1:]
+    if not parts:  # from tpucost import x
+        return set(names)
+    if (ROOT / "tpucost" / parts[0]).is_dir() and len(parts) == 1:  # from tpucost.tasks import kernel
+        return {f"{parts[0]}.{n}" for n in names}
+    return {".".join(parts[:2]) if (ROOT / "tpucost" / parts[0]).is_dir() else parts[0]}
+
+
 def _tpucost_imports(path: Path) -> set[str]:
     """The tpucost modules a module imports (at any depth, outside `if TYPE_CHECKING:`)."""
     import ast
@@ -135,13 +156,13 @@ def _tpucost_imports(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
-        if isinstance(node, ast.ImportFrom) and node.module == "tpucost":
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tpucost."):
-            found.add(node.module.split(".")[1])
+        if isinstance(node, ast.ImportFrom) and (node.module == "tpucost" or (node.module or "").startswith("tpucost.")):
+            found |= _imported_name(node.module, [a.name for a in node.names])
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("tpucost."))
-    return found - {path.stem}
+            for a in node.names:
+                if a.name.startswith("tpucost."):
+                    found |= _imported_name(a.name, [])
+    return found - {_module_name(path)}
 
 
 def test_readme_module_map_is_the_import_graph():
@@ -151,13 +172,13 @@ def test_readme_module_map_is_the_import_graph():
     at_module, at_uses, at_what = header.index("module"), header.index("uses"), header.index("what it does")
     documented: dict[str, set[str]] = {}
     order: list[str] = []
-    modules = {p.stem for p in (ROOT / "tpucost").glob("*.py")} - {"__init__", "__main__"}
+    modules = _package_modules()
     for line in lines:
         name = line[at_module:at_uses].strip()
         documented[name] = set(line[at_uses:at_what].split()) - {"-"}
         order.append(name)
     assert set(documented) == modules, f"README map lists {sorted(documented)}, package has {sorted(modules)}"
     for name, uses in documented.items():
-        actual = _tpucost_imports(ROOT / "tpucost" / f"{name}.py")
+        actual = _tpucost_imports(ROOT / "tpucost" / f"{name.replace('.', '/')}.py")
         assert uses == actual, f"README says {name} uses {sorted(uses)}; it imports {sorted(actual)}"
         assert all(order.index(u) < order.index(name) for u in uses), f"{name} uses a module listed below it"

@@ -1,4 +1,4 @@
-"""Tests of tpucost.train on a small synthetic data set (no measured data needed)."""
+"""Tests of tpucost.train (with the kernel task) on a small synthetic data set (no measured data needed)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from conftest import rand_graph
 
 from tpucost import features, train
 from tpucost.models import ModelConfig, make_model
+from tpucost.tasks import kernel
 from tpucost.train import TrainConfig
 
 F = features.NUM_NODE_FEATURES
@@ -24,6 +25,8 @@ F = features.NUM_NODE_FEATURES
 
 class ToyDataset:
     """Duck-typed stand-in for `tpucost.data.KernelDataset`: runtime depends on size, opcodes, features."""
+
+    features = features.TPUCOST_FEATURES
 
     def __init__(self, n: int, seed: int = 0):
         rng = np.random.default_rng(seed)
@@ -42,6 +45,15 @@ class ToyDataset:
 SMOKE = TrainConfig.smoke()
 
 
+def fit(cfg: TrainConfig, ds, train_idx, val_idx, **kwargs) -> train.TrainResult:
+    """`train.train_and_evaluate` of the kernel task on ``ds`` (norm fitted on ``train_idx``)."""
+    return train.train_and_evaluate(kernel.KernelTask.fit(ds, train_idx, cfg.model), cfg, train_idx, val_idx, **kwargs)
+
+
+def norm_of(result: train.TrainResult) -> kernel.TargetNorm:
+    return kernel.TargetNorm.from_dict(result.metadata["norm"])
+
+
 @pytest.fixture(scope="module")
 def toy() -> ToyDataset:
     return ToyDataset(48)
@@ -56,7 +68,7 @@ def test_smoke_config_and_round_trip():
 
 
 def test_target_norm():
-    norm = train.TargetNorm.fit(np.exp([1.0, 2.0, 3.0]))
+    norm = kernel.TargetNorm.fit(np.exp([1.0, 2.0, 3.0]))
     assert norm.mean == pytest.approx(2.0)
     np.testing.assert_allclose(norm.decode(norm.encode(np.exp([5.0]))), [5.0], rtol=1e-6)
 
@@ -64,35 +76,36 @@ def test_target_norm():
 def test_overfit_tiny_set(toy):
     cfg = TrainConfig.smoke(epochs=30, patience=100, learning_rate=1e-2, batch_size=8)
     idx = np.arange(32)
-    r = train.train_and_evaluate(cfg, toy, idx, idx, progress=False)
+    r = fit(cfg, toy, idx, idx, progress=False)
     losses = r.history["train_loss"]
     assert len(losses) == 30 and r.num_devices >= 1
     assert losses[-1] < 0.1 * losses[0], losses
     assert r.best_val_loss == min(r.history["val_loss"])
     assert r.history["val_loss"][r.best_epoch - 1] == r.best_val_loss
     # The target statistics come from the training part only.
-    assert r.norm.mean == pytest.approx(float(np.mean(np.log(toy.runtime_ns[idx]))))
+    norm = norm_of(r)
+    assert norm.mean == pytest.approx(float(np.mean(np.log(toy.runtime_ns[idx]))))
     # The returned model is the best-validation one.
     graphs = [toy.graph(i) for i in idx]
-    pred = train.predict_log_ns(r.model, r.norm, graphs, batch_size=8)
-    mse = np.mean(((pred - np.log(toy.runtime_ns[idx])) / r.norm.std) ** 2)
+    pred = kernel.predict_log_ns(r.model, norm, graphs, batch_size=8)
+    mse = np.mean(((pred - np.log(toy.runtime_ns[idx])) / norm.std) ** 2)
     assert mse == pytest.approx(r.best_val_loss, rel=1e-3, abs=1e-5)
-    metrics = train.evaluate(r.model, r.norm, graphs, toy.runtime_ns[idx])
-    assert metrics["mse_std_log"] == pytest.approx(mse) and metrics["median_ape"] < 100
+    ape = np.abs(np.exp(pred) / toy.runtime_ns[idx] - 1.0) * 100.0
+    assert np.median(ape) < 100
 
 
 def test_determinism(toy):
     cfg = TrainConfig.smoke(epochs=3, model=ModelConfig(opcode_embed=8, hidden=16, num_layers=2, dropout=0.2))
-    runs = [train.train_and_evaluate(cfg, toy, np.arange(32), np.arange(32, 48), progress=False) for _ in range(2)]
+    runs = [fit(cfg, toy, np.arange(32), np.arange(32, 48), progress=False) for _ in range(2)]
     assert runs[0].history == runs[1].history
-    other = train.train_and_evaluate(TrainConfig.smoke(epochs=3, seed=1, model=cfg.model), toy, np.arange(32),
-                                     np.arange(32, 48), progress=False)
+    other = fit(TrainConfig.smoke(epochs=3, seed=1, model=cfg.model), toy, np.arange(32), np.arange(32, 48),
+                progress=False)
     assert other.history != runs[0].history
 
 
 def test_early_stopping(toy):
     cfg = TrainConfig.smoke(epochs=20, patience=1, learning_rate=0.5)  # diverges quickly
-    r = train.train_and_evaluate(cfg, toy, np.arange(32), np.arange(32, 48), progress=False)
+    r = fit(cfg, toy, np.arange(32), np.arange(32, 48), progress=False)
     n = len(r.history["val_loss"])
     assert n < 20
     assert r.best_epoch == n - 1  # stopped after one epoch without improvement
@@ -100,80 +113,40 @@ def test_early_stopping(toy):
 
 def test_predict_keeps_order_and_is_batch_independent(toy):
     r_model = make_model(SMOKE.model, 0)
-    norm = train.TargetNorm(7.0, 2.0)
+    norm = kernel.TargetNorm(7.0, 2.0)
     graphs = [toy.graph(i) for i in range(20)]
-    all_at_once = train.predict_log_ns(r_model, norm, graphs, batch_size=256)
-    one_by_one = np.concatenate([train.predict_log_ns(r_model, norm, [g]) for g in graphs[:5]])
+    all_at_once = kernel.predict_log_ns(r_model, norm, graphs, batch_size=256)
+    one_by_one = np.concatenate([kernel.predict_log_ns(r_model, norm, [g]) for g in graphs[:5]])
     np.testing.assert_allclose(all_at_once[:5], one_by_one, rtol=1e-5, atol=1e-5)
-    assert train.predict_log_ns(r_model, norm, []).shape == (0,)
-
-
-@pytest.mark.parametrize("kind", ["gnn", "lstm"])
-def test_checkpoint_round_trip(tmp_path, toy, kind):
-    cfg = TrainConfig.smoke(epochs=1, model=ModelConfig(kind=kind, opcode_embed=8, hidden=16, num_layers=2))
-    r = train.train_and_evaluate(cfg, toy, np.arange(32), np.arange(32, 48), progress=False)
-    ckpt = train.save_checkpoint(tmp_path / "ckpt", r.model, cfg, r.norm, extra={"note": "test"})
-    assert sorted(p.name for p in ckpt.iterdir()) == ["config.json", "params.msgpack"]
-    assert (ckpt / "params.msgpack").read_bytes()[:1] != b"\x80"  # msgpack, not a pickle stream
-    model, cfg2, norm2, meta = train.load_checkpoint(ckpt)
-    assert cfg2 == cfg and norm2 == r.norm and meta["extra"] == {"note": "test"}
-    assert meta["feature_layout"] == features.layout_fingerprint()
-    graphs = [toy.graph(i) for i in range(48)]
-    np.testing.assert_array_equal(train.predict_log_ns(model, norm2, graphs),
-                                  train.predict_log_ns(r.model, r.norm, graphs))
-    # Overwriting an existing checkpoint works (atomic swap) and leaves no temporary dirs.
-    train.save_checkpoint(ckpt, r.model, cfg.model, r.norm)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
-    assert isinstance(train.load_checkpoint(ckpt)[1], ModelConfig)
-
-
-def test_load_checkpoint_errors(tmp_path):
-    model = make_model(SMOKE.model, 0)
-    norm = train.TargetNorm(7.0, 2.0)
-    ckpt = train.save_checkpoint(tmp_path / "c", model, SMOKE, norm)
-    cfg_file = ckpt / "config.json"
-    meta = json.loads(cfg_file.read_text())
-    cfg_file.write_text(json.dumps({**meta, "feature_layout": "0" * 64}))
-    with pytest.raises(ValueError, match="feature layout"):
-        train.load_checkpoint(ckpt)
-    cfg_file.write_text(json.dumps({k: v for k, v in meta.items() if k != "norm"}))
-    with pytest.raises(ValueError, match="norm"):
-        train.load_checkpoint(ckpt)
-    cfg_file.write_text(json.dumps(meta))
-    train.load_checkpoint(ckpt)
-    (ckpt / "params.msgpack").unlink()
-    with pytest.raises(ValueError, match="params.msgpack"):
-        train.load_checkpoint(ckpt)
-    with pytest.raises(ValueError, match="config.json"):
-        train.load_checkpoint(tmp_path / "nowhere")
+    assert kernel.predict_log_ns(r_model, norm, []).shape == (0,)
 
 
 def test_resume_per_epoch(tmp_path, toy):
     work = tmp_path / "work"
-    r2 = train.train_and_evaluate(TrainConfig.smoke(epochs=2, patience=100), toy, np.arange(32), np.arange(32, 48),
-                                  workdir=work, progress=False)
+    r2 = fit(TrainConfig.smoke(epochs=2, patience=100), toy, np.arange(32), np.arange(32, 48), workdir=work,
+             progress=False)
     assert (work / train.TRAIN_STATE_FILE).is_file() and (work / "best" / "config.json").is_file()
     assert r2.start_epoch == 0 and len(r2.history["val_loss"]) == 2
-    r4 = train.train_and_evaluate(TrainConfig.smoke(epochs=4, patience=100), toy, np.arange(32), np.arange(32, 48),
-                                  workdir=work, progress=False)
+    r4 = fit(TrainConfig.smoke(epochs=4, patience=100), toy, np.arange(32), np.arange(32, 48), workdir=work,
+             progress=False)
     assert r4.start_epoch == 2
     assert len(r4.history["val_loss"]) == 4
     assert r4.history["val_loss"][:2] == r2.history["val_loss"]
     # A workdir for another model is refused.
     other = TrainConfig.smoke(epochs=5, model=ModelConfig(hidden=8, opcode_embed=8, num_layers=1))
     with pytest.raises(ValueError, match="another model config"):
-        train.train_and_evaluate(other, toy, np.arange(32), np.arange(32, 48), workdir=work, progress=False)
+        fit(other, toy, np.arange(32), np.arange(32, 48), workdir=work, progress=False)
 
 
 SUBPROCESS = textwrap.dedent("""
     import json, sys
     import jax, numpy as np
     sys.path.insert(0, sys.argv[1])
-    from test_train import ToyDataset
+    from test_train import ToyDataset, fit
     from tpucost import train
     ds = ToyDataset(48)
     cfg = train.TrainConfig.smoke(epochs=6, patience=100, learning_rate=1e-2)
-    r = train.train_and_evaluate(cfg, ds, np.arange(40), np.arange(40, 48), progress=False)
+    r = fit(cfg, ds, np.arange(40), np.arange(40, 48), progress=False)
     print(json.dumps({"device_count": jax.device_count(), "num_devices": r.num_devices,
                       "train_loss": r.history["train_loss"]}))
 """)

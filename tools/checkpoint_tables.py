@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from tpucost import costmodel, data
+from tpucost import data
+from tpucost.tasks import kernel
 
 HEADER = "| method | MAPE >=5us (%) | MAPE <5us (%) | Kendall tau | rows | programs |\n| --- | --- | --- | --- | --- | --- |"
 
@@ -28,9 +29,9 @@ def tables(report: dict) -> str:
     out = [f"## {report['split']} split: {report['train_programs']} / {report['val_programs']} / "
            f"{report['test_programs']} programs; {report['train_kernels']} train / {report['val_kernels']} "
            f"validation / {report['test_kernels']} test kernels", "", "all kernels the test programs ran:", "", HEADER]
-    out += [_row(m, results[m]) for m in costmodel.METHODS if m in results]
+    out += [_row(m, results[m]) for m in kernel.METHODS if m in results]
     out += ["", "unseen test kernels only:", "", HEADER]
-    out += [_row(m, results[m]["unseen"]) for m in costmodel.METHODS if m in results]
+    out += [_row(m, results[m]["unseen"]) for m in kernel.METHODS if m in results]
     dispatch = report.get("dispatch_ns_per_kernel")
     if dispatch is not None:
         out += ["", f"Dispatch overhead per kernel (training programs' runs): {dispatch:.0f} ns"]
@@ -58,7 +59,7 @@ def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else data.bundled_dir() / "checkpoints"
     if (root / "hparam_search.json").exists():
         print(search_table(json.loads((root / "hparam_search.json").read_text())), end="\n\n")
-    for split in costmodel.SPLITS:
+    for split in data.SPLITS:
         path = root / f"kernel-{split}" / "evaluation.json"
         if path.exists():
             print(tables(json.loads(path.read_text())), end="\n\n")

@@ -1,8 +1,8 @@
 """Hyperparameter search for the kernel cost models, scored on the VALIDATION programs only.
 
-Each trial trains one configuration (`tpucost.train.train_and_evaluate`, early stopping on the
-validation loss) on the random split's training part and scores the best-validation model on the
-validation programs the way `tpucost.costmodel.evaluate_split` scores test programs (median MAPE
+Each trial trains one configuration (`tpucost.train.train_and_evaluate` of the kernel task, early
+stopping on the validation loss) on the random split's training part and scores the best-validation
+model on the validation programs the way `tpucost.tasks.kernel.evaluate_split` scores test programs (median MAPE
 of kernels >= 5 us, median Kendall tau). The test programs are never touched, so the winner's test
 figures stay honest. Results go to a JSON file, one entry per trial, written after every trial: a
 killed search resumes where it stopped (finished trials are skipped).
@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from tpucost import costmodel, data, train
+from tpucost import data, train
 from tpucost.models import ModelConfig
+from tpucost.tasks import kernel
 
 #: name -> (model config, training overrides). Budget: ``epochs`` each (the cosine schedule decays over it).
 TRIALS: dict[str, tuple[ModelConfig, dict[str, Any]]] = {
@@ -47,11 +48,12 @@ def run_trial(name: str, ds: data.KernelDataset, split: data.Split, epochs: int,
     model_config, overrides = TRIALS[name]
     config = dataclasses.replace(train.TrainConfig(model=model_config, epochs=epochs), **overrides)
     start = time.perf_counter()
-    result = train.train_and_evaluate(config, ds, split.train, split.val, progress=progress)
+    task = kernel.KernelTask.fit(ds, split.train, config.model)
+    result = train.train_and_evaluate(task, config, split.train, split.val, progress=progress)
     seconds = time.perf_counter() - start
     as_test = dataclasses.replace(split, test_programs=split.val_programs, test=split.val)
-    scored = costmodel.evaluate_split(
-        ds, as_test, lambda graphs: np.exp(train.predict_log_ns(result.model, result.norm, graphs)))
+    scored = kernel.evaluate_split(
+        ds, as_test, lambda graphs: np.exp(kernel.predict_log_ns(result.model, task.norm, graphs)))
     return {"trial": name, "config": config.to_dict(), "epochs_run": len(result.history["val_loss"]),
             "best_epoch": result.best_epoch, "best_val_loss": result.best_val_loss, "seconds": seconds,
             "val_mape_ge5us": scored["mape_ge5us"], "val_mape_lt5us": scored["mape_lt5us"],
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown trials {unknown}; choose from {sorted(TRIALS)}", file=sys.stderr)
         return 2
     ds = data.load_kernel_dataset(args.data)
-    split = costmodel.split_indices(ds, "random")
+    split = data.split(ds, "random")
     out = Path(args.out)
     done = json.loads(out.read_text()) if out.exists() else {"data": str(ds.root), "device": ds.device, "trials": []}
     finished = {t["trial"] for t in done["trials"]}

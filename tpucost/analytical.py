@@ -58,6 +58,7 @@ what is systematic, exactly like the paper's baseline.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -81,6 +82,9 @@ __all__ = [
     "calibrate",
     "roofline_ns",
     "AnalyticalModel",
+    "step_overhead_ns",
+    "tile_roofline_ns",
+    "AnalyticalTileModel",
 ]
 
 #: Opcodes counted as one FLOP per output element.
@@ -416,12 +420,12 @@ def calibrate(
                 return DeviceRoofline.from_dict(data)
         except (OSError, ValueError, TypeError):
             pass  # unreadable or stale cache: measure again
+    from tpucost.data import write_text_atomic
+
     roofline = _measure(repeats, min_time_s)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"version": _CACHE_VERSION, "jax_version": jax.__version__, **roofline.to_dict()},
-                              indent=2))  # fmt: skip
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps({"version": _CACHE_VERSION, "jax_version": jax.__version__,
+                                        **roofline.to_dict()}, indent=2))
     return roofline
 
 
@@ -538,3 +542,79 @@ class AnalyticalModel:
         model.global_coefficient = float(d.get("global_coefficient", 1.0))
         model.fitted = bool(d.get("fitted", bool(model.coefficients)))
         return model
+
+
+# ---------------------------------------------------------------------------------------------
+# The tile-size baseline: a roofline per grid step of a Pallas kernel
+# ---------------------------------------------------------------------------------------------
+
+
+def _copy_kernel_s(rows: int, block_rows: int, repeats: int) -> float:
+    """Best wall time (s) of a Pallas copy of a float32[rows, 128] array in blocks of ``block_rows``."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    from tpucost import tiles
+
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    spec = pl.BlockSpec((block_rows, 128), lambda i: (i, 0))
+    fn = jax.jit(pl.pallas_call(body, grid=(rows // block_rows,), in_specs=[spec], out_specs=spec,
+                                out_shape=jax.ShapeDtypeStruct((rows, 128), jnp.float32),
+                                interpret=tiles.interpret_mode(jax.default_backend())))
+    return _best_time(fn, (jnp.ones((rows, 128), jnp.float32),), repeats)
+
+
+@functools.cache
+def step_overhead_ns(repeats: int = 7) -> float:
+    """Measured cost of one grid step of a Pallas kernel beyond its work, in ns (cached per process).
+
+    A micro-benchmark, like the roofline's: the same 256 KiB copy as 1 block and as 256 blocks of
+    8 rows; the extra time per extra step is the overhead (on XLA:CPU's interpret mode, one
+    iteration of the grid's while loop with its dynamic slices; on TPU/GPU, the pipeline's per-step
+    cost).
+    """
+    one = _copy_kernel_s(2048, 2048, repeats)
+    many = _copy_kernel_s(2048, 8, repeats)
+    return max(1e9 * (many - one) / 255.0, 0.0)
+
+
+def tile_roofline_ns(cost: Any, roofline: DeviceRoofline, step_ns: float, scratchpad: int) -> float:
+    """Estimated runtime of a tiled kernel from its `tpucost.tiles.TileCost`, in ns.
+
+    ``launch + steps * (step_ns + max(flops_per_step / peak, bytes_per_step / bandwidth))``, with
+    the memory term doubled when a step's working set exceeds the scratchpad (blocks spill out of
+    VMEM / the cache and are fetched twice). Nothing is fitted: every constant is a micro-benchmark.
+    """
+    compute_s = cost.flops_per_step / roofline.peak_flops
+    memory_s = (cost.bytes_in_per_step + cost.bytes_out_per_step) / roofline.bandwidth_bytes_per_s
+    if cost.working_set_bytes > scratchpad:
+        memory_s *= 2.0
+    return roofline.launch_overhead_ns + cost.steps * (step_ns + 1e9 * max(compute_s, memory_s))
+
+
+class AnalyticalTileModel:
+    """The analytical tile-size model: `tile_roofline_ns` with this device's measured constants.
+
+    Args:
+      roofline: the device roofline (None: `calibrate`, cached).
+      step_ns: per-step overhead (None: `step_overhead_ns`).
+      scratchpad: working-set budget in bytes (None: `tpucost.device.scratchpad_bytes`).
+    """
+
+    def __init__(self, roofline: DeviceRoofline | None = None, step_ns: float | None = None,
+                 scratchpad: int | None = None):
+        from tpucost import device
+
+        self.roofline = roofline or calibrate()
+        self.step_ns = step_overhead_ns() if step_ns is None else float(step_ns)
+        self.scratchpad = device.scratchpad_bytes() if scratchpad is None else int(scratchpad)
+
+    def predict_ns(self, family: str, shape: Sequence[int], dtype: str, configs: Sequence[dict]) -> np.ndarray:
+        """Estimated runtime (ns) of each configuration of one kernel, float64[len(configs)]."""
+        from tpucost import tiles
+
+        return np.asarray([tile_roofline_ns(tiles.tile_cost(family, tuple(shape), dtype, c), self.roofline,
+                                            self.step_ns, self.scratchpad) for c in configs], np.float64)

@@ -245,6 +245,7 @@ def _dataset(path: str | None):
 
 def cmd_train(args: argparse.Namespace) -> int:
     from tpucost import costmodel, train
+    from tpucost.tasks import kernel
 
     _check_task(args.task)
     config = train.TrainConfig.smoke() if args.smoke else train.TrainConfig()
@@ -258,8 +259,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    report = costmodel.train_kernel_models(ds, args.split, out, config, methods=args.methods,
-                                           progress=not args.no_progress, data_dir=args.data)
+    report = kernel.run_experiment(ds, args.split, out, config, methods=args.methods,
+                                   progress=not args.no_progress, data_dir=args.data)
     print(json.dumps({"out": out, "train_seconds": report["train_seconds"],
                       **{m: _summary(r) for m, r in report["results"].items()}}, indent=1))
     return 0
@@ -277,19 +278,20 @@ def _summary(result: dict) -> dict:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from tpucost import costmodel
+    from tpucost import costmodel, data
+    from tpucost.tasks import kernel
 
     _check_task(args.task)
     model_dir = args.model or str(costmodel.default_model_dir(args.split))
     try:
         dataset = _dataset(args.data)
-        results = costmodel.evaluate_kernel_models(model_dir, dataset, args.split)
+        results = kernel.evaluate_methods(model_dir, dataset, args.split)
         summary = {m: _summary(r) for m, r in results.items()}
         if args.totals:
-            parts = costmodel.split_indices(dataset, args.split)
+            parts = data.split(dataset, args.split)
             for method in summary:
                 model = costmodel.CostModel.load(model_dir, method, calibrated=False)
-                summary[method]["program_totals"] = costmodel.program_totals(
+                summary[method]["program_totals"] = kernel.program_totals(
                     model, dataset.root, parts.test_programs, limit=args.totals, progress=not args.json)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

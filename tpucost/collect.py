@@ -39,11 +39,10 @@ import jax
 import numpy as np
 
 from tpucost import data, device, features, hlo, kernels
-from tpucost.measure import Measurement, measure_kernels
+from tpucost.measure import Measurement, compile_fn, measure_kernels
 from tpucost.programs import (
     CONFIGURATIONS,
     Program,
-    Variant,
     applicable_configurations,
     generate_programs,
     program_from_id,
@@ -136,9 +135,7 @@ def _wait_until_quiet(max_load: float | None, bar: Any, poll_s: float = 15.0, gi
 
 def configured_program(program: Program, config: str) -> tuple[Any, dict[str, Any]]:
     """The program's function as configuration ``config`` builds it, and the compiler options to use."""
-    variant = CONFIGURATIONS[config].variant
-    fn = program.fn if variant == Variant() else program.build(variant)
-    return fn, dict(CONFIGURATIONS[config].compiler_options)
+    return program.configured_fn(config), dict(CONFIGURATIONS[config].compiler_options)
 
 
 def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[data.KernelDataset, dict[str, Any]]:
@@ -149,7 +146,7 @@ def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[da
     """
     fn, options = configured_program(program, config)
     t0 = time.perf_counter()
-    jax.jit(fn).lower(*program.args).compile(compiler_options=options or None)
+    compile_fn(fn, program.args, options)
     t1 = time.perf_counter()
     m: Measurement = measure_kernels(fn, *program.args, repeats=repeats, compiler_options=options)
     t2 = time.perf_counter()

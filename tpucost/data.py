@@ -38,17 +38,20 @@ source_configuration,                    was measured in, first occurrence first
 source_family
 =====================  ================  ===================================================
 
-``schema.json``: ``{"schema_version", "feature_layout", "num_node_features", "kernels",
-"shards": [{"file", "kernels"}], "device"}``; ``device`` (`tpucost.device.fingerprint()` of the
+``schema.json``: ``{"schema_version", "feature_layout", "num_node_features", "features", "kernels",
+"shards": [{"file", "kernels"}], "device"}``; ``features`` is the data set's
+`tpucost.features.FeatureSpec` (``to_dict``; absent in data sets written before it was recorded,
+which are `tpucost.features.TPUCOST_FEATURES`); ``device`` (`tpucost.device.fingerprint()` of the
 machine that measured every label; absent in data sets collected before it was recorded). An
 optional ``noise.json`` next to it (``{"median_rel": .., "p90_rel": ..}``, relative run-to-run spread of labels) feeds :func:`stats`.
 
 Splits
 ------
-Both splits assign PROGRAMS (distinct ``source_program_id``) to train, val and test, each
-program to exactly one part, and return a :class:`Split` (the programs of each part and the
-kernel indices of each part). A deduplicated kernel can have run in programs of several parts;
-each kernel is in exactly one kernel part:
+:func:`split` gives a split by name (one of :data:`SPLITS`). Both splits assign PROGRAMS
+(distinct ``source_program_id``) to train, val and test, each program to exactly one part, and
+return a :class:`Split` (the programs of each part and the kernel indices of each part). A
+deduplicated kernel can have run in programs of several parts; each kernel is in exactly one
+kernel part:
 
 * :func:`split_random` shuffles the programs with the seed and cuts them 80/10/10. A kernel any
   train program ran is train, else one any val program ran is val, else test: the test kernels
@@ -60,7 +63,7 @@ each kernel is in exactly one kernel part:
 
 A test program is scored on every kernel it ran (:func:`program_rows`: one row per (program,
 kernel), a kernel two test programs ran counts in both), including kernels of the train part;
-the rows whose kernel is a test kernel are the "unseen" figures (see ``tpucost.costmodel``).
+the rows whose kernel is a test kernel are the "unseen" figures (see ``tpucost.tasks.kernel``).
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ import numpy as np
 import pandas as pd
 
 from tpucost import features
-from tpucost.features import KernelGraph
+from tpucost.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -97,8 +100,10 @@ __all__ = [
     "DATA_DIR_ENV",
     "bundled_dir",
     "default_data_dir",
+    "SPLITS",
     "Split",
     "ProgramRows",
+    "split",
     "split_random",
     "split_hard",
     "program_rows",
@@ -122,6 +127,8 @@ STR_FIELDS: tuple[str, ...] = (
 SOURCE_FIELDS: tuple[str, ...] = ("source_program_id", "source_configuration", "source_family")
 _INT_KERNEL_FIELDS: tuple[str, ...] = ("count", "calls_per_run")
 _OFFSETS = {"node_offsets": "opcodes", "edge_offsets": "senders", "source_offsets": "source_program_id"}
+#: KernelDataset fields that are not stored as shard arrays.
+_NOT_ARRAYS: tuple[str, ...] = ("root", "device", "features")
 
 
 @dataclasses.dataclass
@@ -153,6 +160,7 @@ class KernelDataset:
     source_family: np.ndarray
     root: Path | None = None
     device: dict[str, Any] | None = None  # `tpucost.device.fingerprint()` of the measuring machine
+    features: FeatureSpec = TPUCOST_FEATURES  # what the graph arrays mean
 
     def __len__(self) -> int:
         return int(self.runtime_ns.shape[0])
@@ -201,11 +209,11 @@ class KernelDataset:
             take, new_offsets = _ragged_take(offsets, idx)
             out[off] = new_offsets
             out.update({f: self.__dict__[f][take] for f in fields})
-        return KernelDataset(**out, root=self.root, device=self.device)
+        return KernelDataset(**out, root=self.root, device=self.device, features=self.features)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """All array fields by name (what a shard stores, less the schema scalars)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("root", "device")}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _NOT_ARRAYS}
 
 
 def _ragged_take(offsets: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -294,7 +302,10 @@ def concat(parts: Sequence[KernelDataset]) -> KernelDataset:
         else:
             out[f] = np.concatenate([p.__dict__[f] for p in parts])
     devices = {json.dumps(p.device, sort_keys=True) for p in parts if p.device is not None}
-    return KernelDataset(**out, root=None, device=parts[0].device if len(devices) == 1 else None)
+    for p in parts[1:]:
+        parts[0].features.check_matches(p.features, "one part", "another")
+    return KernelDataset(**out, root=None, device=parts[0].device if len(devices) == 1 else None,
+                         features=parts[0].features)
 
 
 def dedup(ds: KernelDataset) -> KernelDataset:
@@ -377,7 +388,8 @@ def save_dataset(ds: KernelDataset, out_dir: str | os.PathLike, shard_size: int 
         save_shard(part, out_dir / SHARD_FILE.format(j))
         shards.append({"file": SHARD_FILE.format(j), "kernels": len(part)})
     schema = {"schema_version": SCHEMA_VERSION, "feature_layout": features.layout_fingerprint(),
-              "num_node_features": features.NUM_NODE_FEATURES, "kernels": len(ds), "shards": shards}
+              "num_node_features": features.NUM_NODE_FEATURES, "features": ds.features.to_dict(),
+              "kernels": len(ds), "shards": shards}
     if ds.device is not None:
         schema["device"] = ds.device
     write_text_atomic(out_dir / "schema.json", json.dumps(schema, indent=1) + "\n")
@@ -408,7 +420,7 @@ def read_shard(path: str | os.PathLike) -> KernelDataset:
     except (zipfile.BadZipFile, OSError, EOFError) as err:
         raise ValueError(f"{path}: not a readable npz shard: {err}") from err
     _check_header(path, data)
-    fields = [f.name for f in dataclasses.fields(KernelDataset) if f.name not in ("root", "device")]
+    fields = [f.name for f in dataclasses.fields(KernelDataset) if f.name not in _NOT_ARRAYS]
     for f in fields:
         if f not in data:
             raise ValueError(f"{path}: field {f!r}: missing")
@@ -527,12 +539,28 @@ def load_kernel_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
     ds = concat(parts)
     ds.root = root
     ds.device = schema.get("device")
+    ds.features = _schema_features(schema_path, schema)
     if len(ds) != schema.get("kernels"):
         raise ValueError(f"{schema_path}: field 'kernels': {schema.get('kernels')}, shards hold {len(ds)}")
     return ds
 
 
+def _schema_features(path: Path, schema: dict[str, Any]) -> FeatureSpec:
+    """The data set's feature spec from ``schema.json`` (tpucost's own when not recorded)."""
+    if "features" not in schema:
+        return TPUCOST_FEATURES
+    try:
+        spec = FeatureSpec.from_dict(schema["features"])
+    except (TypeError, ValueError, AttributeError) as err:
+        raise ValueError(f"{path}: field 'features': {err}") from err
+    spec.check_matches(TPUCOST_FEATURES, f"data set {path}", "tpucost's featurize")
+    return spec
+
+
 # -------------------------------------------------------------------------------------- splits
+
+#: The names `split` knows: by program (``random``) and by family (``hard``).
+SPLITS: tuple[str, ...] = ("random", "hard")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -596,7 +624,7 @@ def _cuts(n: int, fractions: Sequence[float]) -> np.ndarray:
     return np.cumsum(sizes)[:2]
 
 
-def _split(ds: KernelDataset, programs: np.ndarray, program_part: np.ndarray, held_out_first: bool) -> Split:
+def _assign(ds: KernelDataset, programs: np.ndarray, program_part: np.ndarray, held_out_first: bool) -> Split:
     """The `Split` given each program's part (``programs`` unicode[P] sorted, ``program_part`` int[P] in 0, 1, 2).
 
     A kernel's part is over the parts of its sources' programs: the lowest (train before val
@@ -628,7 +656,7 @@ def split_random(ds: KernelDataset, seed: int = 0, fractions: Sequence[float] = 
     part_of = np.empty(len(programs), np.int64)
     for j, chunk in enumerate(np.split(perm, _cuts(len(programs), fractions))):
         part_of[chunk] = j
-    return _split(ds, programs, part_of, held_out_first=False)
+    return _assign(ds, programs, part_of, held_out_first=False)
 
 
 def split_hard(ds: KernelDataset, test_families: Sequence[str] = HARD_TEST_FAMILIES,
@@ -642,7 +670,17 @@ def split_hard(ds: KernelDataset, test_families: Sequence[str] = HARD_TEST_FAMIL
     programs, families = _program_families(ds)
     part_of = np.where(np.isin(families, list(test_families)), 2,
                        np.where(np.isin(families, list(val_families)), 1, 0))
-    return _split(ds, programs, part_of, held_out_first=True)
+    return _assign(ds, programs, part_of, held_out_first=True)
+
+
+def split(ds: KernelDataset, name: str, seed: int = 0) -> Split:
+    """The ``random`` (by program, `split_random` with ``seed``) or ``hard`` (by family,
+    `split_hard`) `Split` of ``ds``; it unpacks as the (train, val, test) kernel indices."""
+    if name == "random":
+        return split_random(ds, seed)
+    if name == "hard":
+        return split_hard(ds)
+    raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
 
 
 def program_rows(ds: KernelDataset, programs: Sequence[str] | np.ndarray) -> ProgramRows:

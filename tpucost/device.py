@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import platform
+import warnings
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -50,6 +51,8 @@ __all__ = [
     "describe",
     "differences",
     "cache_dir",
+    "warn_once",
+    "scratchpad_bytes",
 ]
 
 #: How a label is measured (stored with every fingerprint).
@@ -66,6 +69,22 @@ def cache_dir() -> Path:
     """Where per-device results are cached: ``$TPUCOST_CACHE_DIR``, else ``~/.cache/tpucost``."""
     root = os.environ.get("TPUCOST_CACHE_DIR")
     return Path(root) if root else Path.home() / ".cache" / "tpucost"
+
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str, key: str | None = None, stacklevel: int = 2) -> None:
+    """A one-line `UserWarning`, once per process for the same ``key`` (default: the message).
+
+    Used for what a user should hear about the device at hand once, not at every call (a model
+    trained on another machine, labels measured on several cores). ``stacklevel`` counts from the
+    caller of this function, like `warnings.warn`'s.
+    """
+    key = message if key is None else key
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, stacklevel=stacklevel + 1)
 
 
 def usable_cores() -> int:
@@ -170,3 +189,26 @@ def describe(fp: Mapping[str, Any] | None) -> str:
     where = (f"{fp.get('backend')} {fp.get('cpu_model')!r} ({isa}), {fp.get('cores')} core(s)"
              if fp.get("backend") == "cpu" else f"{fp.get('backend')} {fp.get('device_kind')!r} x{fp.get('device_count')}")
     return f"{where}, jax {fp.get('jax')} [{fp.get('id')}]"
+
+
+#: On-chip memory a kernel's blocks should fit in, per backend, when JAX's device object does not say:
+#: TPU: the default scoped VMEM limit of v5e (16 MiB); GPU: the shared memory of one H100/H200 SM.
+_SCRATCHPAD_BYTES = {"tpu": 16 * 2**20, "gpu": 228 * 2**10}
+
+
+def scratchpad_bytes(backend: str | None = None) -> int:
+    """Bytes of fast memory one tiled kernel works in: VMEM (TPU), shared memory (GPU), or the
+    per-core L2 cache (CPU, read from sysfs; 1 MiB when unknown). The tile analytical model
+    penalises block working sets larger than this."""
+    if backend is None:
+        import jax
+
+        backend = jax.default_backend()
+    if backend in _SCRATCHPAD_BYTES:
+        return _SCRATCHPAD_BYTES[backend]
+    try:
+        text = Path("/sys/devices/system/cpu/cpu0/cache/index2/size").read_text().strip().upper()
+        scale = {"K": 2**10, "M": 2**20}.get(text[-1:], 1)
+        return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        return 2**20

@@ -1,7 +1,7 @@
 """The paper's metrics for the kernel-runtime (fusion) task, and tables to compare methods.
 
-How `evaluate` computes them (Kaufman et al. report medians across programs)
------------------------------------------------------------------------------
+How `runtime_metrics` computes them (Kaufman et al. report medians across programs)
+------------------------------------------------------------------------------------
 Kernels are grouped by program (``program_ids``). For each program P:
 
 * ``APE_i = 100 * |pred_i - true_i| / true_i`` for each kernel i of P;
@@ -35,9 +35,13 @@ __all__ = [
     "TABLE_COLUMNS",
     "mape",
     "kendall_tau",
-    "evaluate",
+    "runtime_metrics",
     "comparison_table",
     "error_by_kind",
+    "TOP_K",
+    "top_k_slowdown",
+    "top_k_curve",
+    "ranking_metrics",
 ]
 
 #: The paper's split between short and long kernels: 5 us.
@@ -102,7 +106,7 @@ def _metrics(p: np.ndarray, t: np.ndarray, prog: np.ndarray) -> dict[str, Any]:
     }
 
 
-def evaluate(pred_ns: Any, true_ns: Any, program_ids: Any, families: Any = None) -> dict[str, Any]:
+def runtime_metrics(pred_ns: Any, true_ns: Any, program_ids: Any, families: Any = None) -> dict[str, Any]:
     """The paper's fusion-task metrics (see the module docstring for exactly how).
 
     Args:
@@ -140,7 +144,7 @@ def comparison_table(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Methods side by side, shaped like the paper's Table 2.
 
     Args:
-      results: method name -> an `evaluate` result. Rows follow `METHOD_ORDER` (gnn, lstm,
+      results: method name -> a `runtime_metrics` result. Rows follow `METHOD_ORDER` (gnn, lstm,
         analytical), then any other methods in the given order.
 
     Returns:
@@ -176,3 +180,57 @@ def error_by_kind(pred_ns: Any, true_ns: Any, kinds: Sequence[str] | np.ndarray)
     out = df.groupby("kind").agg(median_ape=("ape", "median"), mape=("ape", "mean"), count=("ape", "size"),
                                  median_true_ns=("true", "median"))  # fmt: skip
     return out.sort_values(["count", "median_ape"], ascending=[False, True])[columns]
+
+
+# ---------------------------------------------------------------------------------------------
+# The tile-size task (paper Table 3): ranking the configurations of each kernel
+# ---------------------------------------------------------------------------------------------
+
+#: The k of the top-k slowdowns `ranking_metrics` reports.
+TOP_K: tuple[int, ...] = (1, 5, 10)
+
+
+def top_k_slowdown(scores: Any, runtime_ns: Any, k: int) -> float:
+    """How much slower the model's best pick among its top ``k`` is than the true best, as a fraction.
+
+    ``min(runtime of the k configurations with the lowest scores) / min(runtime) - 1``: 0 when the
+    truly fastest configuration is among the model's k best; measuring k candidates and keeping
+    the fastest is what an autotuner with a small device budget does.
+    """
+    s, t = _arrays(scores, runtime_ns)
+    if s.size == 0:
+        return float("nan")
+    picked = np.argsort(s, kind="stable")[: max(int(k), 1)]
+    return float(t[picked].min() / t.min() - 1.0)
+
+
+def ranking_metrics(scores: Sequence[Any], runtime_ns: Sequence[Any], ks: Sequence[int] = TOP_K) -> dict[str, Any]:
+    """Mean Kendall tau over kernels and mean top-k slowdowns (the paper's Table 3 metrics).
+
+    Args:
+      scores: per kernel, one score per configuration (lower = predicted faster).
+      runtime_ns: per kernel, the measured runtimes of the same configurations.
+      ks: the k of each top-k slowdown.
+
+    Returns:
+      ``{"kendall_mean", "top1", "top5", "top10", "n_kernels", "n_kernels_tau"}``: ``kendall_mean`` is
+      the mean over kernels with >= 2 distinct runtimes of Kendall's tau-b between scores and
+      runtimes; ``top<k>`` the mean over all kernels of `top_k_slowdown`.
+    """
+    if len(scores) != len(runtime_ns):
+        raise ValueError(f"got scores for {len(scores)} kernels but runtimes for {len(runtime_ns)}")
+    taus = [kendall_tau(s, t) for s, t in zip(scores, runtime_ns, strict=True)]
+    taus = [x for x in taus if np.isfinite(x)]
+    out: dict[str, Any] = {"kendall_mean": float(np.mean(taus)) if taus else float("nan")}
+    for k in ks:
+        slow = [top_k_slowdown(s, t, k) for s, t in zip(scores, runtime_ns, strict=True)]
+        out[f"top{k}"] = float(np.mean(slow)) if slow else float("nan")
+    out["n_kernels"] = len(scores)
+    out["n_kernels_tau"] = len(taus)
+    return out
+
+
+def top_k_curve(scores: Sequence[Any], runtime_ns: Sequence[Any], max_k: int = 10) -> np.ndarray:
+    """Mean `top_k_slowdown` over kernels for k = 1..max_k: float64[max_k] (for `plots.top_k_curves`)."""
+    return np.asarray([np.mean([top_k_slowdown(s, t, k) for s, t in zip(scores, runtime_ns, strict=True)])
+                       for k in range(1, max_k + 1)], dtype=np.float64)

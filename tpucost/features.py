@@ -63,7 +63,9 @@ columns    names                                meaning                         
 
 Changing the vocabulary or the layout invalidates trained models: bump `FEATURE_LAYOUT_VERSION`
 and the snapshot in ``tests/test_features.py`` together; `layout_fingerprint` returns a hash of
-both, for checkpoints to store and check.
+both. `TPUCOST_FEATURES` (a `FeatureSpec`: that fingerprint, the feature width and the vocabulary
+size) is what data sets, model configs and checkpoints carry and compare; graphs from other
+sources (`tpucost.tpugraphs`) have their own spec.
 
 Usage::
 
@@ -74,11 +76,12 @@ Usage::
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jraph
 import numpy as np
@@ -98,12 +101,16 @@ __all__ = [
     "DEFAULT_NODE_BUCKETS",
     "DEFAULT_EDGE_BUCKETS",
     "DEFAULT_GRAPH_BUCKETS",
+    "FeatureSpec",
+    "TPUCOST_FEATURES",
     "KernelGraph",
     "opcode_id",
     "layout_fingerprint",
     "node_features",
     "featurize",
     "to_graphs_tuple",
+    "bucket",
+    "shared_buckets",
     "pad_to_bucket",
     "batches",
 ]
@@ -198,6 +205,58 @@ def layout_fingerprint() -> str:
     """
     blob = json.dumps([FEATURE_LAYOUT_VERSION, OPCODE_VOCAB, NODE_FEATURE_NAMES], separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """What a kernel graph's arrays mean: the feature layout a model is trained on and must be used on.
+
+    Attributes:
+      layout: a fingerprint (or name) of the node feature layout and opcode vocabulary, e.g.
+        `layout_fingerprint()` for tpucost's own.
+      num_node_features: F, the width of a node feature row.
+      num_opcodes: the opcode vocabulary size (ids are ``0 .. num_opcodes - 1``).
+      num_config_features: width of a configuration's feature row (tile task); 0 when none.
+    """
+
+    layout: str
+    num_node_features: int
+    num_opcodes: int
+    num_config_features: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FeatureSpec:
+        """The spec of a `to_dict` dict; ValueError names a missing or unknown field."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown, missing = set(d) - names, {"layout", "num_node_features", "num_opcodes"} - set(d)
+        if unknown or missing:
+            raise ValueError(f"a feature spec needs fields {sorted(names)}; missing {sorted(missing)}, "
+                             f"unknown {sorted(unknown)}")
+        return cls(str(d["layout"]), int(d["num_node_features"]), int(d["num_opcodes"]),
+                   int(d.get("num_config_features", 0)))
+
+    def describe(self) -> str:
+        """One line: the layout (a long fingerprint cut to 12 characters) and the widths."""
+        layout = self.layout if len(self.layout) <= 24 else f"{self.layout[:12]}..."
+        extra = f", {self.num_config_features} config features" if self.num_config_features else ""
+        return f"{layout} ({self.num_node_features} node features, {self.num_opcodes} opcodes{extra})"
+
+    def check_matches(self, other: FeatureSpec, mine: str, theirs: str) -> None:
+        """Raise ValueError naming both sides unless ``other`` is this spec.
+
+        Args:
+          other: the spec to compare with.
+          mine, theirs: what carries each spec, e.g. ``"checkpoint DIR"`` and ``"data set DIR"``.
+        """
+        if other != self:
+            raise ValueError(f"{mine} uses feature layout {self.describe()}, but {theirs} uses {other.describe()}")
+
+
+#: tpucost's own feature layout: `featurize` graphs (`NODE_FEATURE_NAMES`, `OPCODE_VOCAB`).
+TPUCOST_FEATURES = FeatureSpec(layout_fingerprint(), NUM_NODE_FEATURES, len(OPCODE_VOCAB))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -519,13 +578,34 @@ def to_graphs_tuple(
     )
 
 
-def _bucket(needed: int, buckets: Sequence[int], what: str) -> int:
-    """The smallest bucket >= `needed`."""
+def bucket(needed: int, buckets: Sequence[int], what: str) -> int:
+    """The smallest of ``buckets`` that is >= ``needed``.
+
+    Raises:
+      ValueError: none is large enough; the message says ``needed``, ``what`` (e.g. "nodes") and
+        the largest bucket.
+    """
     for size in sorted(buckets):
         if size >= needed:
             return int(size)
-    raise ValueError(f"a batch needs {needed} {what} but the largest bucket is {max(buckets, default=0)}; "
-                     f"pass larger {what} buckets or a smaller batch")  # fmt: skip
+    raise ValueError(f"a batch needs {needed} {what} but the largest {what} bucket is {max(buckets, default=0)}; "
+                     "pass larger buckets or a smaller batch")  # fmt: skip
+
+
+def shared_buckets(chunks: Sequence[Sequence[KernelGraph]]) -> tuple[list[int], list[int], list[int]]:
+    """One (node, edge, graph) bucket size each that fits every non-empty chunk, padding included.
+
+    For stacking one padded batch per device: pass the result to `pad_to_bucket` for each chunk.
+    Returns single-element lists (``[Np], [Mp], [Gp]``) of the default buckets.
+    """
+    real = [c for c in chunks if len(c)]
+    if not real:
+        raise ValueError("shared_buckets needs at least one non-empty chunk")
+    nodes = max(sum(g.num_nodes for g in c) for c in real) + 1
+    edges = max(sum(g.num_edges for g in c) for c in real)
+    graphs = max(max(len(c) for c in real) + 1, 2)
+    return ([bucket(nodes, DEFAULT_NODE_BUCKETS, "nodes")], [bucket(edges, DEFAULT_EDGE_BUCKETS, "edges")],
+            [bucket(graphs, DEFAULT_GRAPH_BUCKETS, "graphs")])
 
 
 def pad_to_bucket(
@@ -554,9 +634,9 @@ def pad_to_bucket(
     n_graph = int(graphs_tuple.n_node.shape[0])
     n_node = int(np.sum(graphs_tuple.n_node))
     n_edge = int(np.sum(graphs_tuple.n_edge))
-    pad_nodes = _bucket(n_node + 1, node_buckets, "nodes")
-    pad_edges = _bucket(n_edge, edge_buckets, "edges")
-    pad_graphs = _bucket(max(n_graph + 1, 2), graph_buckets, "graphs")
+    pad_nodes = bucket(n_node + 1, node_buckets, "nodes")
+    pad_edges = bucket(n_edge, edge_buckets, "edges")
+    pad_graphs = bucket(max(n_graph + 1, 2), graph_buckets, "graphs")
     padded = jraph.pad_with_graphs(graphs_tuple, pad_nodes, pad_edges, pad_graphs)
     padded = padded._replace(
         senders=np.asarray(padded.senders, dtype=np.int32),

@@ -77,7 +77,6 @@ import os
 import re
 import tempfile
 import time
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
@@ -88,7 +87,7 @@ from tpucost import device
 from tpucost.hlo import Computation, Module, parse_module
 from tpucost.kernels import CONTROL_FLOW, NOT_KERNELS, decompose
 
-__all__ = ["Measurement", "measure_kernels", "wall_time_ns"]
+__all__ = ["Measurement", "compile_fn", "measure_kernels", "wall_time_ns"]
 
 # Kernels that run other kernels (loop bodies, branches); their events enclose
 # their children's, so they are not counted as "busy" time in the async rule.
@@ -622,6 +621,16 @@ def _block(out: Any) -> Any:
     return jax.block_until_ready(out)
 
 
+def compile_fn(fn: Callable[..., Any], args: Sequence[Any],
+               compiler_options: Mapping[str, Any] | None = None) -> jax.stages.Compiled:
+    """``jax.jit(fn)`` lowered for ``args`` and compiled with ``compiler_options`` (never run).
+
+    The one place tpucost compiles a program: measuring, collecting, the corpus and predicting
+    all call it, so they compile the same way (no options: ``compiler_options=None``).
+    """
+    return jax.jit(fn).lower(*args).compile(compiler_options=dict(compiler_options or {}) or None)
+
+
 def wall_time_ns(fn: Callable[..., Any], *args: Any, repeats: int = 5) -> list[float]:
     """Wall time of ``fn(*args)`` up to ``block_until_ready``, in ns, per run.
 
@@ -691,8 +700,11 @@ def measure_kernels(
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     fingerprint = device.fingerprint()
     if fingerprint["label_mode"] != device.LABEL_MODE:
-        _warn_overlap(fingerprint["cores"])
-    compiled = jax.jit(fn).lower(*args).compile(compiler_options=dict(compiler_options or {}) or None)
+        device.warn_once(f"measuring XLA:CPU kernels with {fingerprint['cores']} cores: independent kernels may "
+                         "run at the same time and their labels then count that time twice. For labels that add "
+                         "up, call tpucost.device.pin_to_one_core() before the first JAX computation.",
+                         key="measure: several cores")
+    compiled = compile_fn(fn, args, compiler_options)
     hlo_text = compiled.as_text()
     module = parse_module(hlo_text)  # parsed once; the helpers below share it
     module_name, backend = module.name, jax.default_backend()
@@ -726,16 +738,3 @@ def measure_kernels(
         module=module,
         device=fingerprint,
     )
-
-
-_warned_overlap = False
-
-
-def _warn_overlap(cores: int) -> None:
-    """Say once per process that labels measured on several CPU cores may count overlap twice."""
-    global _warned_overlap
-    if not _warned_overlap:
-        _warned_overlap = True
-        warnings.warn(f"measuring XLA:CPU kernels with {cores} cores: independent kernels may run at the same "
-                      "time and their labels then count that time twice. For labels that add up, call "
-                      "tpucost.device.pin_to_one_core() before the first JAX computation.", stacklevel=3)

@@ -2,10 +2,10 @@
 
 Both models read one padded batch of kernel graphs (`tpucost.features.pad_to_bucket`) and
 return one number per graph: the predicted log(runtime_ns), standardised with the training
-set's mean and std (the trainer in `tpucost.train` un-standardises).
+set's mean and std (the kernel task, `tpucost.tasks.kernel`, un-standardises).
 
 Shapes used in the docstrings: ``Np`` padded nodes, ``Mp`` padded edges, ``Gp`` padded graphs,
-``F`` node features (`features.NUM_NODE_FEATURES`), ``H`` hidden width, ``L`` padded sequence length.
+``F`` node features (``config.features.num_node_features``), ``H`` hidden width, ``L`` padded sequence length.
 
 Padding never leaks into real graphs: padding edges join padding nodes only (jraph's convention),
 pooling uses the node mask, and the LSTM reads each kernel's own nodes.
@@ -36,6 +36,7 @@ __all__ = [
 
 _REDUCES = ("sum", "mean", "max")
 _NEIGHBOURS = ("both", "operands", "users")
+_CONFIG_JOINS = ("late", "early")
 
 #: Allowed padded sequence lengths for the LSTM's dense [Gp, L] node layout.
 DEFAULT_LENGTH_BUCKETS: tuple[int, ...] = tuple(2**k for k in range(3, 17))
@@ -58,9 +59,11 @@ class ModelConfig:
       pooling: the per-graph poolings concatenated into the kernel embedding, any non-empty
         subset of ("sum", "mean", "max"). Default ("sum", "max"): sum keeps the kernel's size,
         max picks out the dominant op.
-      num_features: F, the node feature width.
-      num_opcodes: the opcode vocabulary size.
+      features: the `tpucost.features.FeatureSpec` of the graphs the model reads (F, the node
+        feature width, and the opcode vocabulary size come from it); default tpucost's own.
       dropout: dropout rate on node embeddings while training.
+      config_join: where a configuration's features join the graph (tile model only; the kernel
+        models ignore it): "late" (after pooling) or "early" (at every node).
     """
 
     kind: str = "gnn"
@@ -70,9 +73,9 @@ class ModelConfig:
     reduce: str = "sum"
     neighbours: str = "both"
     pooling: tuple[str, ...] = ("sum", "max")
-    num_features: int = features.NUM_NODE_FEATURES
-    num_opcodes: int = len(features.OPCODE_VOCAB)
+    features: features.FeatureSpec = features.TPUCOST_FEATURES
     dropout: float = 0.0
+    config_join: str = "late"
 
     def __post_init__(self):
         if self.kind not in ("gnn", "lstm"):
@@ -87,18 +90,38 @@ class ModelConfig:
             raise ValueError(f"pooling must be a non-empty subset of {_REDUCES}, got {pooling!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.config_join not in _CONFIG_JOINS:
+            raise ValueError(f"config_join must be one of {_CONFIG_JOINS}, got {self.config_join!r}")
+        if not isinstance(self.features, features.FeatureSpec):
+            raise ValueError(f"features must be a tpucost.features.FeatureSpec, got {type(self.features).__name__}")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["pooling"] = list(self.pooling)
+        d["features"] = self.features.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
+        """Inverse of `to_dict`. A dict written before feature specs existed (``num_features`` and
+        ``num_opcodes`` instead of ``features``) maps to `TPUCOST_FEATURES` when its widths are
+        tpucost's, else to a spec of those widths with the layout ``"unknown"``."""
         d = dict(d)
         if "pooling" in d:
             d["pooling"] = tuple(d["pooling"])
+        if "features" in d:
+            d["features"] = features.FeatureSpec.from_dict(d["features"])
+        elif "num_features" in d or "num_opcodes" in d:
+            d["features"] = _legacy_spec(d.pop("num_features", None), d.pop("num_opcodes", None))
         return cls(**d)
+
+
+def _legacy_spec(num_features: int | None, num_opcodes: int | None) -> features.FeatureSpec:
+    """The spec of an old config that gave only the widths (None: tpucost's)."""
+    own = features.TPUCOST_FEATURES
+    spec = features.FeatureSpec("unknown", int(num_features or own.num_node_features),
+                                int(num_opcodes or own.num_opcodes))
+    return own if dataclasses.replace(spec, layout=own.layout) == own else spec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,8 +167,8 @@ class _NodeEncoder(nnx.Module):
     """eps0_i = relu(Dense(concat(embed(opcode_i), features_i))): int32[Np], float32[Np, F] -> [Np, H]."""
 
     def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
-        self.embed = nnx.Embed(config.num_opcodes, config.opcode_embed, rngs=rngs)
-        self.dense = nnx.Linear(config.opcode_embed + config.num_features, config.hidden, rngs=rngs)
+        self.embed = nnx.Embed(config.features.num_opcodes, config.opcode_embed, rngs=rngs)
+        self.dense = nnx.Linear(config.opcode_embed + config.features.num_node_features, config.hidden, rngs=rngs)
 
     def __call__(self, opcode: jax.Array, feats: jax.Array) -> jax.Array:
         opcode = jnp.clip(opcode, 0, self.embed.num_embeddings - 1)
@@ -253,10 +276,15 @@ class LSTMBaseline(nnx.Module):
         return jnp.where(graph_mask & (lengths > 0), self.head(last)[:, 0], 0.0)
 
 
-def make_model(config: ModelConfig, rngs: nnx.Rngs | int = 0) -> GraphSAGE | LSTMBaseline:
-    """A freshly initialised model for ``config`` (``rngs`` an nnx.Rngs or a seed)."""
+def make_model(config: ModelConfig, rngs: nnx.Rngs | int = 0) -> GraphSAGE | LSTMBaseline | TileGraphSAGE:
+    """A freshly initialised model for ``config`` (``rngs`` an nnx.Rngs or a seed): the tile model
+    when the feature spec has configuration features, else the kernel model of ``config.kind``."""
     if isinstance(rngs, int):
         rngs = nnx.Rngs(rngs)
+    if config.features.num_config_features > 0:
+        if config.kind != "gnn":
+            raise ValueError(f"the tile model is a GraphSAGE model (kind 'gnn'), got kind {config.kind!r}")
+        return TileGraphSAGE(config, rngs)
     return GraphSAGE(config, rngs) if config.kind == "gnn" else LSTMBaseline(config, rngs)
 
 
@@ -278,11 +306,65 @@ def sequence_index(n_node: np.ndarray, node_mask: np.ndarray,
     offsets = np.concatenate([[0], np.cumsum(n_node)[:-1]])
     gid = np.repeat(np.arange(len(n_node)), n_node)
     lengths = np.bincount(gid[node_mask[: len(gid)]], minlength=len(n_node))
-    longest = int(lengths.max(initial=1))
-    L = next((int(b) for b in sorted(length_buckets) if b >= longest), None)
-    if L is None:
-        raise ValueError(f"a graph has {longest} nodes but the largest length bucket is {max(length_buckets)}")
+    L = features.bucket(int(lengths.max(initial=1)), length_buckets, "sequence length")
     pos = np.minimum(np.arange(L)[None, :], np.maximum(lengths, 1)[:, None] - 1)
     idx = offsets[:, None] + pos
     idx = np.where(lengths[:, None] > 0, idx, 0)
     return idx.astype(np.int32)
+
+
+class TileGraphSAGE(nnx.Module):
+    """The paper's tile-size model: a kernel's graph plus one feature vector per configuration.
+
+    ``model(graph, node_mask, graph_mask, config_features, config_mask)`` returns float32[Gp, Cp]:
+    one cost score per (kernel, configuration), higher = slower (0 for padding). The graph side
+    is the same GraphSAGE encoder as the kernel model; the configuration features
+    ``float32[Gp, Cp, Fc]`` (``Fc = config.features.num_config_features``) join it
+
+    * ``config.config_join == "late"``: after pooling: the kernel embedding (computed once) is
+      concatenated with each configuration's encoding, then an MLP scores each pair;
+    * ``"early"``: at every node: each configuration's encoding is added to every node's input
+      embedding and the GraphSAGE layers run once per configuration (Cp times the work).
+    """
+
+    def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
+        self.config = config
+        width = config.features.num_config_features
+        if width < 1:
+            raise ValueError("TileGraphSAGE needs config.features.num_config_features >= 1")
+        self.encoder = _NodeEncoder(config, rngs)
+        self.layers = nnx.List([_SAGELayer(config, rngs) for _ in range(config.num_layers)])
+        self.dropout = nnx.Dropout(config.dropout)
+        self.config_encoder = nnx.Linear(width, config.hidden, rngs=rngs)
+        pooled = config.hidden * len(config.pooling)
+        self.mlp = nnx.Linear(pooled + config.hidden, config.hidden, rngs=rngs)
+        self.head = nnx.Linear(config.hidden, 1, rngs=rngs)
+
+    def _pooled(self, h: jax.Array, graph: jraph.GraphsTuple, node_mask: jax.Array,
+                dropout_key: jax.Array | None) -> jax.Array:
+        """Run the GraphSAGE layers on input embeddings h [Np, H] and pool -> [Gp, H * poolings]."""
+        for k, layer in enumerate(self.layers):
+            if dropout_key is not None and self.config.dropout > 0:
+                h = self.dropout(h, deterministic=False, rngs=jax.random.fold_in(dropout_key, k))
+            h = layer(h, graph.senders, graph.receivers)
+        num_graphs = graph.n_node.shape[0]
+        gid = node_graph_ids(graph.n_node, h.shape[0])
+        return jnp.concatenate(
+            [_masked_pool(h, gid, node_mask, num_graphs, how) for how in self.config.pooling], axis=-1)
+
+    def __call__(self, graph: jraph.GraphsTuple, node_mask: jax.Array, graph_mask: jax.Array,
+                 config_features: jax.Array, config_mask: jax.Array, *,
+                 dropout_key: jax.Array | None = None) -> jax.Array:
+        """Cost scores float32[Gp, Cp] from config_features float32[Gp, Cp, Fc], config_mask bool[Gp, Cp]."""
+        h0 = self.encoder(graph.nodes["opcode"], graph.nodes["features"])
+        cfg = nnx.relu(self.config_encoder(config_features.astype(jnp.float32)))  # [Gp, Cp, H]
+        if self.config.config_join == "early":
+            gid = node_graph_ids(graph.n_node, h0.shape[0])
+            pooled = jax.vmap(lambda c: self._pooled(h0 + c[gid], graph, node_mask, dropout_key),
+                              in_axes=1, out_axes=1)(cfg)  # [Gp, Cp, P]
+        else:
+            pooled = self._pooled(h0, graph, node_mask, dropout_key)
+            pooled = jnp.broadcast_to(pooled[:, None, :], (*cfg.shape[:2], pooled.shape[-1]))
+        joint = nnx.relu(self.mlp(jnp.concatenate([pooled, cfg], axis=-1)))
+        scores = self.head(joint)[..., 0]
+        return jnp.where(graph_mask[:, None] & config_mask, scores, 0.0)

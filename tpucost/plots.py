@@ -35,6 +35,8 @@ __all__ = [
     "learning_curves",
     "predicted_vs_measured",
     "error_by_kind",
+    "tile_landscape",
+    "top_k_curves",
 ]
 
 
@@ -287,4 +289,40 @@ def error_by_kind(table: pd.DataFrame, ax: plt.Axes | None = None, top: int = 15
     ax.set_xlabel("median absolute percentage error (%)")
     for y, (value, count) in enumerate(zip(frame["median_ape"], frame["count"], strict=True)):
         ax.text(value, y, f"  n={count}", va="center", fontsize=7)
+    return ax
+
+
+def tile_landscape(configs: Sequence[dict], runtime_ns: Sequence[float], x: str, y: str,
+                   ax: plt.Axes | None = None, title: str | None = None) -> plt.Axes:
+    """Heatmap of one kernel's runtime (ms) over two block dims ``x`` and ``y`` (seaborn).
+
+    Where several configurations share (x, y) (they differ in other block dims), the cell shows
+    the fastest of them; empty cells are block shapes that are illegal or were not measured.
+    """
+    import pandas as pd
+    import seaborn as sns
+
+    frame = pd.DataFrame([{x: c[x], y: c[y], "ms": t / 1e6} for c, t in zip(configs, runtime_ns, strict=True)])
+    grid = frame.groupby([y, x])["ms"].min().unstack(x).sort_index(ascending=False)
+    ax = _axes(ax, (6.5, 5))
+    sns.heatmap(grid, annot=True, fmt=".2g", cmap="viridis_r", cbar_kws={"label": "runtime (ms, fastest over other dims)"},
+                ax=ax)
+    ax.set_xlabel(f"block {x}")
+    ax.set_ylabel(f"block {y}")
+    ax.set_title(title or f"runtime over block shapes ({x} x {y})")
+    return ax
+
+
+def top_k_curves(curves: dict[str, Sequence[float]], ax: plt.Axes | None = None,
+                 title: str = "top-k slowdown on the test kernels (lower is better)") -> plt.Axes:
+    """Mean top-k slowdown (%) against k, one line per method; ``curves[name][k-1]`` is the fraction for k."""
+    ax = _axes(ax, (6.5, 4))
+    for name, values in curves.items():
+        ks = np.arange(1, len(values) + 1)
+        ax.plot(ks, 100.0 * np.asarray(values, dtype=float), marker="o", label=name)
+    ax.set_xlabel("k (configurations measured, best predicted first)")
+    ax.set_ylabel("slowdown vs the true best (%)")
+    ax.set_title(title)
+    ax.set_ylim(bottom=0)
+    ax.legend()
     return ax

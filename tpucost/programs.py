@@ -100,6 +100,7 @@ from jax import lax
 
 from tpucost.hlo import parse_module
 from tpucost.kernels import Kernel, decompose
+from tpucost.measure import compile_fn
 
 PyTree = Any
 Batch = dict[str, jax.Array]
@@ -174,11 +175,14 @@ class Program:
     args: tuple[PyTree, ...] = dataclasses.field(compare=False, repr=False)
     build: Callable[[Variant], Callable[..., Any]] = dataclasses.field(compare=False, repr=False)
 
+    def configured_fn(self, config: str = "default") -> Callable[..., Any]:
+        """The program's function as configuration ``config``'s variant builds it."""
+        variant = CONFIGURATIONS[config].variant
+        return self.fn if variant == Variant() else self.build(variant)
+
     def lower(self, config: str = "default") -> jax.stages.Lowered:
         """Trace and lower the program as ``config``'s variant (no XLA optimization yet)."""
-        variant = CONFIGURATIONS[config].variant
-        fn = self.fn if variant == Variant() else self.build(variant)
-        return jax.jit(fn).lower(*self.args)
+        return jax.jit(self.configured_fn(config)).lower(*self.args)
 
     def compile(self, config: str = "default") -> jax.stages.Compiled:
         """Lower and compile under configuration ``config`` (see :func:`compile_program`)."""
@@ -997,8 +1001,7 @@ def applicable_configurations(program: Program, platform: str | None = None) -> 
 
 def compile_program(program: Program, config_name: str = "default") -> jax.stages.Compiled:
     """Lower ``program`` as the configuration's variant and compile it with its XLA options."""
-    config = CONFIGURATIONS[config_name]
-    return program.lower(config_name).compile(compiler_options=dict(config.compiler_options) or None)
+    return compile_fn(program.configured_fn(config_name), program.args, CONFIGURATIONS[config_name].compiler_options)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ edges turned around to tpucost's producer -> consumer direction (sender v, recei
 Note: TpuGraphs' 140 node features and its opcode ids are *not* tpucost's feature layout
 (`tpucost.features.NODE_FEATURE_NAMES`) or opcode vocabulary (`tpucost.features.OPCODE_VOCAB`).
 The two kinds of `KernelGraph` fit the same model code, but a model must be trained and used on
-one or the other, never a mix.
+one or the other, never a mix: `TILE_FEATURES` is the `tpucost.features.FeatureSpec` of these
+graphs (tpucost's own is `tpucost.features.TPUCOST_FEATURES`), and models and checkpoints compare it.
 
 Files are loaded with ``allow_pickle=False``; malformed files raise `ValueError` naming the file
 and the field.
@@ -35,11 +36,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tpucost.features import KernelGraph
+from tpucost.features import FeatureSpec, KernelGraph
 
 __all__ = [
     "NUM_TILE_NODE_FEATURES",
     "NUM_TILE_CONFIG_FEATURES",
+    "NUM_TILE_OPCODES",
+    "TILE_FEATURES",
     "TILE_FIELDS",
     "TileKernel",
     "read_tile_npz",
@@ -50,6 +53,10 @@ __all__ = [
 NUM_TILE_NODE_FEATURES = 140
 #: Width of ``config_feat`` in the published files.
 NUM_TILE_CONFIG_FEATURES = 24
+#: Size of TpuGraphs' opcode vocabulary (``node_opcode`` ids are below it).
+NUM_TILE_OPCODES = 120
+#: The feature spec of TpuGraphs tile graphs: their node features, opcode ids and config features.
+TILE_FEATURES = FeatureSpec("tpugraphs-tile-v0", NUM_TILE_NODE_FEATURES, NUM_TILE_OPCODES, NUM_TILE_CONFIG_FEATURES)
 
 # field -> (allowed dtype kinds, ndim, fixed width of axis 1 or None)
 _SPEC: dict[str, tuple[str, int, int | None]] = {

@@ -1,0 +1,313 @@
+"""The tile-size task: rank the configurations (block shapes) of each kernel by runtime.
+
+The paper's second task (Kaufman et al. 2021, Section 5.2, Table 3). An *example* is one kernel
+(a problem: Pallas family + shape + dtype) with its C measured configurations; the model scores
+every configuration and is trained with a loss over each kernel's list (`tpucost.losses`:
+pairwise hinge or logistic rank loss, a listwise loss, or MSE on standardised log runtime as the
+regression baseline). Runtimes of different kernels are never compared.
+
+Shapes in a batch: G kernels padded to Gp graphs (`features.pad_to_bucket`), and C configurations
+per kernel padded to Cp (the smallest power of two that fits, at most ``max_configs``; a kernel
+with more configurations contributes a random subset of ``max_configs`` to each training batch
+and all of them, in chunks, at prediction).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+from flax import nnx
+
+from tpucost import analytical, checkpoint, evaluate, features, losses, tile_data, tiles, train
+from tpucost.models import ModelConfig
+from tpucost.tasks.kernel import TargetNorm
+
+__all__ = [
+    "TileBatch",
+    "TileTask",
+    "LOSS_NAMES",
+    "tile_model_config",
+    "predict_scores",
+    "train_tile_model",
+    "train_tile_models",
+    "evaluate_tile_models",
+    "default_tile_model_dir",
+    "load_tile_model",
+    "suggest_tiles",
+]
+
+#: Losses a tile model can be trained with (`tpucost.losses.LOSSES`); "mse" is the regression baseline.
+LOSS_NAMES: tuple[str, ...] = ("hinge", "logistic", "listwise", "mse")
+#: The bundled rank model's loss.
+DEFAULT_LOSS = "hinge"
+#: Allowed padded numbers of configurations per kernel.
+CONFIG_BUCKETS: tuple[int, ...] = tuple(2**k for k in range(1, 12))
+
+
+class TileBatch(NamedTuple):
+    """One padded batch of kernels and their configurations (numpy, or stacked [D, ...] per device).
+
+    Attributes:
+      graph: padded `jraph.GraphsTuple` of the Gp kernel graphs.
+      node_mask: bool[Np], real nodes.
+      graph_mask: bool[Gp], real kernels.
+      config_features: float32[Gp, Cp, Fc].
+      config_mask: bool[Gp, Cp], real configurations.
+      targets: float32[Gp, Cp], standardised log runtime (0 for padding).
+    """
+
+    graph: jraph.GraphsTuple
+    node_mask: np.ndarray
+    graph_mask: np.ndarray
+    config_features: np.ndarray
+    config_mask: np.ndarray
+    targets: np.ndarray
+
+
+def _config_bucket(needed: int) -> int:
+    return features.bucket(max(needed, 2), CONFIG_BUCKETS, "configurations per kernel")
+
+
+def _padded_batch(graphs: Sequence[features.KernelGraph], rows: Sequence[np.ndarray], targets: Sequence[np.ndarray],
+                  num_graphs: int, num_nodes: int, num_edges: int, num_configs: int) -> TileBatch:
+    """Pad G kernels (graphs, config feature rows [C_g, Fc], targets [C_g]) to fixed sizes."""
+    gt = features.to_graphs_tuple(graphs)
+    padded, graph_mask, node_mask = features.pad_to_bucket(gt, [num_nodes], [num_edges], [num_graphs])
+    width = rows[0].shape[1]
+    feats = np.zeros((num_graphs, num_configs, width), np.float32)
+    mask = np.zeros((num_graphs, num_configs), bool)
+    y = np.zeros((num_graphs, num_configs), np.float32)
+    for g, (r, t) in enumerate(zip(rows, targets, strict=True)):
+        feats[g, : len(r)] = r
+        mask[g, : len(r)] = True
+        y[g, : len(t)] = t
+    return TileBatch(padded, node_mask, graph_mask, feats, mask, y)
+
+
+def _stack(per_device: list[tuple[list, list, list]]) -> TileBatch:
+    """Pad the per-device chunks to common sizes and stack them along a leading [D] axis."""
+    real = [c for c in per_device if c[0]]
+    num_nodes = features.bucket(max(sum(g.num_nodes for g in c[0]) for c in real) + 1,
+                                features.DEFAULT_NODE_BUCKETS, "nodes")
+    num_edges = features.bucket(max(sum(g.num_edges for g in c[0]) for c in real),
+                                features.DEFAULT_EDGE_BUCKETS, "edges")
+    num_graphs = features.bucket(max(max(len(c[0]) for c in real) + 1, 2), features.DEFAULT_GRAPH_BUCKETS,
+                                 "graphs")
+    num_configs = _config_bucket(max(len(r) for c in real for r in c[1]))
+    out = []
+    for chunk in per_device:
+        empty = not chunk[0]
+        batch = _padded_batch(*(real[0] if empty else chunk), num_graphs, num_nodes, num_edges, num_configs)
+        if empty:  # a device without kernels: a copy of another with every mask False
+            batch = batch._replace(node_mask=np.zeros_like(batch.node_mask), graph_mask=np.zeros_like(batch.graph_mask),
+                                   config_mask=np.zeros_like(batch.config_mask))
+        out.append(batch)
+    return jax.tree.map(lambda *xs: np.stack(xs), *out)
+
+
+@dataclasses.dataclass
+class TileTask:
+    """The tile task for `tpucost.train.train_and_evaluate` (see `tpucost.train.Task`).
+
+    Args:
+      dataset: a `tpucost.tile_data.TileDataset`.
+      norm: standardisation of log runtime (fit it on the TRAINING kernels: `TileTask.fit`).
+      loss_name: a name in `LOSS_NAMES`.
+      max_configs: most configurations of one kernel in one training batch.
+    """
+
+    dataset: tile_data.TileDataset
+    norm: TargetNorm
+    loss_name: str = DEFAULT_LOSS
+    max_configs: int = 32
+    name: str = "tile"
+
+    def __post_init__(self):
+        self._loss_fn = losses.rank_loss(self.loss_name)
+
+    @classmethod
+    def fit(cls, dataset: tile_data.TileDataset, train_part: Sequence[int], **kwargs: Any) -> TileTask:
+        """A task whose target norm is fitted on the runtimes of the kernels ``train_part``."""
+        runtimes = np.concatenate([dataset.runtime_ns(int(i)) for i in train_part])
+        return cls(dataset, TargetNorm.fit(runtimes), **kwargs)
+
+    def num_examples(self, part: Sequence[int]) -> int:
+        return len(part)
+
+    def _example(self, i: int, rng: np.random.Generator | None) -> tuple:
+        rows, runtime = self.dataset.config_features(i), self.dataset.runtime_ns(i)
+        if rng is not None and len(rows) > self.max_configs:
+            keep = np.sort(rng.choice(len(rows), self.max_configs, replace=False))
+            rows, runtime = rows[keep], runtime[keep]
+        return self.dataset.graph(i), rows, self.norm.encode(runtime)
+
+    def batches(self, part: np.ndarray, batch_size: int, num_devices: int, order: np.ndarray) -> Iterator[TileBatch]:
+        """Batches of the kernels ``part[order]``; config subsets are drawn from a generator seeded
+        by the order (so each epoch's shuffled order also reshuffles the subsets, reproducibly)."""
+        part = np.asarray(part)
+        rng = np.random.default_rng(np.asarray(order[:16], dtype=np.int64))
+        for start in range(0, len(order), batch_size):
+            idx = part[order[start : start + batch_size]]
+            chunks = []
+            for p in np.array_split(idx, num_devices):
+                examples = [self._example(int(i), rng) for i in p]
+                chunks.append(tuple(list(x) for x in zip(*examples, strict=True)) if examples else ([], [], []))
+            yield _stack(chunks)
+
+    def loss(self, model: nnx.Module, batch: TileBatch, dropout_key: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+        scores = model(batch.graph, batch.node_mask, batch.graph_mask, batch.config_features, batch.config_mask,
+                       dropout_key=dropout_key)
+        per_kernel = self._loss_fn(scores, batch.targets, where=batch.config_mask)
+        return jnp.sum(jnp.where(batch.graph_mask, per_kernel, 0.0)), jnp.sum(batch.graph_mask)
+
+    def metadata(self) -> dict[str, Any]:
+        return {"task": self.name, "loss": self.loss_name, "max_configs": self.max_configs,
+                "features": self.dataset.feature_spec.to_dict(),
+                "norm": {"mean": self.norm.mean, "std": self.norm.std},
+                "config_feature_names": list(self.dataset.config_feature_names),
+                "source": self.dataset.source}
+
+
+def tile_model_config(dataset: tile_data.TileDataset, base: ModelConfig | None = None,
+                      config_join: str = "late") -> ModelConfig:
+    """A GraphSAGE `ModelConfig` whose feature spec matches ``dataset`` (node and config features)."""
+    base = base or ModelConfig(hidden=64, num_layers=3)
+    return dataclasses.replace(base, kind="gnn", features=dataset.feature_spec, config_join=config_join)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prediction
+# ---------------------------------------------------------------------------------------------
+
+
+@nnx.jit
+def _scores_jit(model: nnx.Module, batch: TileBatch) -> jax.Array:
+    return model(batch.graph, batch.node_mask, batch.graph_mask, batch.config_features, batch.config_mask)
+
+
+def predict_scores(model: nnx.Module, graphs: Sequence[features.KernelGraph], config_rows: Sequence[np.ndarray],
+                   chunk: int = 64) -> list[np.ndarray]:
+    """Cost scores (lower = predicted faster), one float64[C_g] per kernel, for every configuration.
+
+    Each kernel is scored alone, its configurations in chunks of ``chunk`` (padded to a bucket),
+    so any number of configurations fits.
+    """
+    out = []
+    for graph, rows in zip(graphs, config_rows, strict=True):
+        parts = []
+        for start in range(0, len(rows), chunk):
+            r = np.asarray(rows[start : start + chunk], np.float32)
+            n_nodes = features.bucket(graph.num_nodes + 1, features.DEFAULT_NODE_BUCKETS, "nodes")
+            n_edges = features.bucket(graph.num_edges, features.DEFAULT_EDGE_BUCKETS, "edges")
+            batch = _padded_batch([graph], [r], [np.zeros(len(r), np.float32)], 2, n_nodes, n_edges,
+                                  _config_bucket(len(r)))
+            parts.append(np.asarray(_scores_jit(model, batch))[0, : len(r)])
+        out.append(np.concatenate(parts).astype(np.float64))
+    return out
+
+
+def _dataset_scores(model: nnx.Module, dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+    part = [int(i) for i in part]
+    return predict_scores(model, [dataset.graph(i) for i in part], [dataset.config_features(i) for i in part])
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiments: the bundled models and Table 3
+# ---------------------------------------------------------------------------------------------
+
+
+def default_tile_model_dir(split: str = "random", loss: str = DEFAULT_LOSS) -> Path:
+    """The bundled tile model ``tile-<split>-<loss>`` (trained on the bundled tile data)."""
+    return checkpoint.bundled_checkpoints_dir() / f"tile-{split}-{loss}"
+
+
+def load_tile_model(path: str | os.PathLike | None = None) -> tuple[nnx.Module, dict[str, Any]]:
+    """Load a tile model checkpoint -> (model, task metadata). Default: the bundled random-split rank model."""
+    path = Path(path or default_tile_model_dir())
+    saved = checkpoint.load(path)
+    if saved.task != "tile":
+        raise ValueError(f"checkpoint {path} is a {saved.task!r} model, not a tile model")
+    return saved.model, saved.meta
+
+
+def train_tile_model(dataset: tile_data.TileDataset, split: tile_data.Split, loss: str, workdir: str | os.PathLike,
+                     config: train.TrainConfig | None = None, progress: bool = True) -> train.TrainResult:
+    """Train one tile model with ``loss`` on ``split.train`` (early stopping on ``split.val``)."""
+    config = config or train.TrainConfig(model=tile_model_config(dataset), batch_size=16, epochs=40, patience=8)
+    task = TileTask.fit(dataset, split.train, loss_name=loss)
+    return train.train_and_evaluate(task, config, split.train, split.val, workdir=workdir, progress=progress)
+
+
+def train_tile_models(dataset: tile_data.TileDataset, split_name: str, out_dir: str | os.PathLike,
+                      loss_names: Sequence[str] = LOSS_NAMES, config: train.TrainConfig | None = None,
+                      seed: int = 0, progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Train one model per loss on one split; each lands in ``out_dir/tile-<split>-<loss>/best``.
+
+    Returns ``{loss: {"seconds", "best_epoch", "best_val_loss"}}``.
+    """
+    split = tile_data.split(dataset, split_name, seed=seed)
+    report = {}
+    for loss in loss_names:
+        t0 = time.perf_counter()
+        res = train_tile_model(dataset, split, loss, Path(out_dir) / f"tile-{split_name}-{loss}", config, progress)
+        report[loss] = {"seconds": time.perf_counter() - t0, "best_epoch": res.best_epoch,
+                        "best_val_loss": res.best_val_loss}
+    return report
+
+
+def _analytical_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+    model = analytical.AnalyticalTileModel()
+    return [model.predict_ns(str(dataset.family[i]), tiles.parse_shape(str(dataset.family[i]), str(dataset.shape[i])),
+                             str(dataset.dtype[i]), dataset.configs(int(i))) for i in part]
+
+
+def evaluate_tile_models(dataset: tile_data.TileDataset, split_name: str,
+                         model_dirs: dict[str, str | os.PathLike] | None = None, seed: int = 0) -> dict[str, Any]:
+    """Table 3 on the TEST kernels of one split: every model in ``model_dirs`` (name -> checkpoint),
+    the analytical tile model (tpucost data only) and a random ranking (seeded).
+
+    Default ``model_dirs``: the bundled ``gnn_rank`` (hinge), ``gnn_logistic``, ``gnn_listwise`` and
+    ``gnn_mse`` models of this split that exist.
+    """
+    split = tile_data.split(dataset, split_name, seed=seed)
+    test = [int(i) for i in split.test]
+    runtimes = [dataset.runtime_ns(i) for i in test]
+    if model_dirs is None:
+        names = {"gnn_rank": "hinge", "gnn_logistic": "logistic", "gnn_listwise": "listwise", "gnn_mse": "mse"}
+        model_dirs = {k: default_tile_model_dir(split_name, v) for k, v in names.items()
+                      if default_tile_model_dir(split_name, v).is_dir()}
+    out: dict[str, Any] = {}
+    for name, path in model_dirs.items():
+        model, _ = load_tile_model(path)
+        out[name] = evaluate.ranking_metrics(_dataset_scores(model, dataset, test), runtimes)
+    if dataset.source == "tpucost":
+        out["analytical"] = evaluate.ranking_metrics(_analytical_scores(dataset, test), runtimes)
+    rng = np.random.default_rng(seed)
+    out["random"] = evaluate.ranking_metrics([rng.random(len(r)) for r in runtimes], runtimes)
+    return out
+
+
+def suggest_tiles(family: str, shape: Sequence[int], dtype: str = "float32", top: int = 5,
+                  model_dir: str | os.PathLike | None = None, backend: str | None = None) -> list[dict[str, Any]]:
+    """The ``top`` legal configurations of a new kernel by the tile model's score, best first.
+
+    Returns ``[{"config": {...}, "score": float}]``; the score orders configurations of THIS kernel
+    only (a rank model's scores are not runtimes).
+    """
+    model, _ = load_tile_model(model_dir)
+    configs = tiles.legal_configs(family, tuple(shape), dtype, backend)
+    if not configs:
+        raise ValueError(f"{family} {tuple(shape)} {dtype} has no legal block configuration")
+    rows = np.stack([tiles.config_features(family, tuple(shape), dtype, c) for c in configs])
+    scores = predict_scores(model, [tiles.kernel_graph(family, tuple(shape), dtype)], [rows])[0]
+    order = np.argsort(scores, kind="stable")[: max(int(top), 1)]
+    return [{"config": configs[i], "score": float(scores[i])} for i in order]

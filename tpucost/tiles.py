@@ -1,0 +1,1366 @@
+"""Tileable Pallas kernel families: the programs of the tile-size task.
+
+The paper's second task (Kaufman et al., MLSys 2021, "tile-size selection") ranks the tile
+configurations of one kernel. Here the kernels are Pallas kernels and a tile configuration is the
+set of block shapes of their ``BlockSpec``s. Each family below is one kernel written once; a
+*problem* is a family plus a shape (``matmul`` 384x640x896) and a *config* is a dict of block
+sizes (``{"bm": 64, "bn": 128, "bk": 896}``). The data set of the tile task is: per problem, one
+`kernel_graph` (the same for every config), and per config, its `config_features` and a measured
+runtime (`measure_configs`).
+
+Families (``FAMILIES``, in this order)
+-------------------------------------
+
+============  ====================  ====================  ===============================================
+family        shape                 config keys           kernel
+============  ====================  ====================  ===============================================
+matmul        (M, N, K)             bm, bn, bk            ``gelu_tanh(x @ w + b)``: x[M,K], w[K,N], b[1,N];
+                                                          f32 scratch accumulator over the K grid axis,
+                                                          bias + activation on the last K step
+bmm           (B, M, N, K)          bb, bm, bn, bk        ``x @ w`` batched: x[B,M,K], w[B,K,N] -> [B,M,N]
+softmax       (R, C)                br                    row softmax of x[R,C]; a block is ``br`` full rows
+layernorm     (R, C)                br                    ``(x - mean) / sqrt(var + 1e-5) * g + b`` per row,
+                                                          x[R,C], g[1,C], b[1,C]
+reduce        (R, C)                br, bc                row sums of squares of x[R,C] -> float32[R,1],
+                                                          accumulated in the output block over the C axis
+attention     (H, S, D)             bq, bk                ``softmax(q k^T / sqrt(D)) v`` per head, q/k/v
+                                                          [H,S,D]; online (flash-style) softmax over k/v
+                                                          blocks with f32 scratch (m, l, acc)
+conv          (N, H, W, C, O)       bm, bn, bk            3x3 "same" convolution, stride 1, + bias + relu:
+                                                          x[N,H,W,C], w[3,3,C,O], b[1,O]; im2col in
+                                                          jax.numpy outside the pallas_call, then a blocked
+                                                          matmul (M = N*H*W, K = 9*C, N = O) inside it
+============  ====================  ====================  ===============================================
+
+Grid axes are ordered so that reductions come last (``"arbitrary"`` on TPU), all others first
+(``"parallel"``). Shapes are given as text ``"384,640,896"`` (`parse_shape`).
+
+Backends
+--------
+Everything that depends on the backend is in `backend_policy` (`interpret_mode` reads it):
+
+* ``cpu``: ``pallas_call(..., interpret=True)``, the only mode there (the grid becomes an XLA
+  while loop, compiled and run natively);
+* ``tpu``: compiled by Mosaic (``interpret=False``), with the grid axes' dimension semantics;
+* ``gpu``: interpret mode as well, because these kernels accumulate over a sequential grid axis
+  (the TPU execution model), which Triton's parallel grid does not provide. A GPU label therefore
+  times the interpreted loop, like a CPU label.
+
+What a CPU label measures: in interpret mode every grid step costs a fixed overhead plus copies
+of whole operands (checked on jax 0.10.2: the compiled while loop's body copies the full input
+array and writes it back with a dynamic-update-slice on every step), so a CPU runtime grows about
+as ``steps x operand bytes`` (a 1000x3328 float32 `reduce` took ~0.5 ms per step, a 96x768 one
+~20 us). It ranks configs by the interpreter's costs, not by a real tiled kernel's; TPU labels are
+the real thing.
+
+`backend_policy` also scales the problem sizes `sample_shapes` draws (x1 on CPU and GPU, x4 on
+TPU, where compiled kernels run far faster than the interpreter).
+
+Legality (`legal_configs`, `check_config`), the same on every backend
+-------------------------------------------------------------------
+A config is legal when
+
+1. every block size divides the problem dim it tiles (no ragged edges);
+2. the two minor-most dims of every operand's and output's block follow the TPU rule
+   (`tpu_block_rule`): the second-minor is a multiple of 8 for 32-bit dtypes (16 for 16-bit, 32
+   for 8-bit) and the minor a multiple of 128, or either equals the full array dim;
+3. the per-step working set (every operand and output block x2 for double buffering, plus scratch
+   once) is at most `VMEM_BUDGET_BYTES` = 16 MiB (TPU v5e's default scoped VMEM).
+
+The rules are applied on CPU and GPU too, so that a data set's configs are portable to a TPU.
+The candidate set of one block size is: the divisors of its problem dim that satisfy rule 2 in
+every block the size appears in (this is a per-key property, since each block dim is tiled by one
+key), the full dim always among them; `legal_configs` is their product, in `block_keys` order,
+each key ascending, filtered by rule 3.
+
+Cost arithmetic (`tile_cost`)
+-----------------------------
+Pallas (on TPU) fetches an operand block only when its block index changes between consecutive
+grid steps, and writes an output block back when its index is about to change. With grid
+``(g_0, ..., g_{n-1})`` (last axis innermost) and an index map that depends on the axes ``A``
+(found by evaluating it, ignoring axes of extent 1), the block is transferred
+``prod(g_0..g_m)`` times, ``m = max(A)`` (once if ``A`` is empty). So a matmul with a K grid of
+more than one step reads x ``N/bn`` times and w ``M/bm`` times; with ``bk = K`` x is read once.
+``total_bytes`` is that traffic summed over operands and outputs; ``unique_bytes`` is every
+operand and output once. ``total_flops`` counts multiply-adds as 2 and each elementwise op
+(including ``exp``/``tanh``) as 1; ``flops_per_step = total_flops / steps``. For ``conv`` the
+arithmetic is the in-kernel matmul's (the im2col outside is not counted).
+
+Config features (``CONFIG_FEATURE_NAMES``, float32, all finite, same width for every family)
+--------------------------------------------------------------------------------------------
+``lg`` is ``log2(max(x, 1))`` unless noted.
+
+=======  ==========================  ===========================================================
+cols     names                       meaning
+=======  ==========================  ===========================================================
+0-3      ``block_log2_0..3``         lg of each block size, in ``block_keys`` order, 0-padded
+4-7      ``grid_log2_0..3``          lg of each grid extent, outermost first, 0-padded
+8-11     ``block_frac_0..3``         block size / the problem dim it tiles (0-padded)
+12       ``num_block_keys``          number of block keys (raw)
+13       ``num_grid_axes``           number of grid axes (raw)
+14       ``log2_steps``              lg of the number of grid steps
+15       ``log2_flops_per_step``     lg of ``flops_per_step``
+16       ``log2_bytes_in_per_step``  lg of the input block bytes of one step
+17       ``log2_bytes_out_per_step`` lg of the output block bytes of one step
+18       ``log2_working_set``        lg of the per-step working set (x2 buffers + scratch)
+19       ``working_set_frac``        working set / `VMEM_BUDGET_BYTES` (0..1)
+20       ``log2_total_bytes``        lg of all HBM traffic implied by the grid
+21       ``log2_total_flops``        lg of ``total_flops``
+22       ``log2_intensity``          ``log2(total_flops / total_bytes)`` (signed)
+23       ``log2_reread``             ``log2(total_bytes / unique_bytes)`` (>= 0: re-read traffic)
+24       ``lane_util``               min over blocks of minor size / (minor size rounded up to 128)
+25       ``sublane_util``            min over blocks of second-minor / (it rounded up to the
+                                     dtype's sublane multiple)
+26       ``log2_dtype_bytes``        log2 of the element size of the first operand
+=======  ==========================  ===========================================================
+
+Kernel graph (`kernel_graph`)
+-----------------------------
+One graph per problem, independent of the config: the *reference* computation (`reference`),
+lowered by ``jax.jit(ref).lower(...)`` to pre-optimisation HLO text, parsed with `tpucost.hlo`,
+and its entry computation taken whole as one `tpucost.kernels.Kernel` (parameters are the inputs,
+the root is the output; ``call``s are inlined), featurised by `tpucost.features.featurize`
+without a kernel tile. The config reaches the model through `config_features` only. The graph is
+named ``pallas_<family>`` with kind ``pallas``. Pre-optimisation HLO is used because it is the
+computation as written (one graph, no backend-specific fusion decisions), the same on every
+backend.
+
+Measuring (`measure_configs`)
+-----------------------------
+Each config is compiled once (``jax.jit(fn).lower(*args).compile()``), run ``warmup`` times, then
+timed ``repeats`` times with `tpucost.measure.wall_time_ns`; the label is the minimum, in ns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from tpucost.features import KernelGraph, featurize
+from tpucost.hlo import Computation, Instruction, Module, parse_module
+from tpucost.kernels import Kernel
+from tpucost.measure import wall_time_ns
+
+__all__ = [
+    "VMEM_BUDGET_BYTES",
+    "LANE",
+    "SUPPORTED_DTYPES",
+    "MAX_KEYS",
+    "BackendPolicy",
+    "backend_policy",
+    "interpret_mode",
+    "tpu_block_rule",
+    "Block",
+    "TilePlan",
+    "TileCost",
+    "TileFamily",
+    "FAMILIES",
+    "family",
+    "parse_shape",
+    "check_shape",
+    "check_config",
+    "plan",
+    "legal_configs",
+    "build",
+    "reference",
+    "tile_cost",
+    "CONFIG_FEATURE_NAMES",
+    "config_features",
+    "kernel_graph",
+    "MIN_CONFIGS",
+    "sample_shapes",
+    "measure_configs",
+]
+
+#: Per-step working-set budget: TPU v5e's default scoped VMEM, applied on every backend.
+VMEM_BUDGET_BYTES = 16 * 2**20
+#: The TPU lane width: a block's minor dim is a multiple of it, or the full dim.
+LANE = 128
+#: Element types the families accept (inputs; `reduce` always outputs float32).
+SUPPORTED_DTYPES = ("float32", "bfloat16")
+#: Slots per list in `config_features` (block keys, grid axes).
+MAX_KEYS = 4
+
+
+# ---------------------------------------------------------------------------------------------
+# Backend policy and the alignment rule
+# ---------------------------------------------------------------------------------------------
+
+
+class BackendPolicy(NamedTuple):
+    """What differs by backend: interpret mode, and the scale of `sample_shapes`' problems."""
+
+    interpret: bool
+    size_scale: int
+
+
+def backend_policy(backend: str | None = None) -> BackendPolicy:
+    """The backend-specific choices, all of them (``None`` = ``jax.default_backend()``).
+
+    ``cpu``: interpret mode (the only one there). ``gpu``: interpret mode too (the kernels
+    accumulate over a sequential grid axis, which Triton's parallel grid does not give).
+    ``tpu``: Mosaic-compiled, problems 4x larger per dim in `sample_shapes`.
+    """
+    backend = (backend or jax.default_backend()).lower()
+    if backend == "tpu":
+        return BackendPolicy(interpret=False, size_scale=4)
+    if backend in ("cpu", "gpu", "cuda", "rocm"):
+        return BackendPolicy(interpret=True, size_scale=1)
+    raise ValueError(f"unknown backend {backend!r}; expected cpu, gpu or tpu")
+
+
+def interpret_mode(backend: str | None = None) -> bool:
+    """Whether `build` runs ``pallas_call`` in interpret mode on `backend` (True on CPU and GPU)."""
+    return backend_policy(backend).interpret
+
+
+def _sublane(dtype: Any) -> int:
+    """Second-minor alignment of a TPU block: 8 rows of 32-bit values, 16 of 16-bit, 32 of 8-bit."""
+    return 8 * max(1, 4 // np.dtype(dtype).itemsize)
+
+
+def tpu_block_rule(array_shape: Sequence[int], block_shape: Sequence[int | None], dtype: Any) -> list[str]:
+    """The TPU BlockSpec rule for one block, as a list of violations (empty when it holds).
+
+    The minor dim of the block must be a multiple of `LANE` (128) or the full array dim; the
+    second-minor a multiple of the dtype's sublane count (8 for 32-bit, 16 for 16-bit, 32 for
+    8-bit) or the full array dim. ``None`` marks a squeezed dim (size 1, no constraint). This is
+    the one place the alignment rule lives; it is applied on every backend.
+    """
+    problems = []
+    rank = len(block_shape)
+    for pos, align in ((rank - 1, LANE), (rank - 2, _sublane(dtype))):
+        if pos < 0 or block_shape[pos] is None:
+            continue
+        size, full = int(block_shape[pos]), int(array_shape[pos])
+        if size != full and size % align:
+            where = "minor" if pos == rank - 1 else "second-minor"
+            problems.append(
+                f"{where} block dim {size} is neither a multiple of {align} nor the full dim {full}"
+            )
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans: the blocks, grid and arithmetic of one (family, shape, dtype, config)
+# ---------------------------------------------------------------------------------------------
+
+
+class Block(NamedTuple):
+    """One operand or output of a ``pallas_call`` and its BlockSpec.
+
+    Attributes:
+      name: the array's name (``x``, ``w``, ``out``, ...).
+      array_shape: the full array's shape.
+      block_shape: the block's shape; ``None`` marks a squeezed dim (size 1).
+      index_map: grid indices -> block indices (the BlockSpec's index map).
+      dtype: element type name.
+      is_output: whether it is an output of the ``pallas_call``.
+    """
+
+    name: str
+    array_shape: tuple[int, ...]
+    block_shape: tuple[int | None, ...]
+    index_map: Callable[..., tuple[int, ...]]
+    dtype: str
+    is_output: bool = False
+
+    @property
+    def block_bytes(self) -> int:
+        return math.prod(1 if b is None else b for b in self.block_shape) * np.dtype(self.dtype).itemsize
+
+    @property
+    def array_bytes(self) -> int:
+        return math.prod(self.array_shape) * np.dtype(self.dtype).itemsize
+
+    def spec(self) -> pl.BlockSpec:
+        shape = tuple(pl.squeezed if b is None else b for b in self.block_shape)
+        return pl.BlockSpec(shape, self.index_map)
+
+
+class TilePlan(NamedTuple):
+    """Everything one configured kernel is made of, except its body.
+
+    Attributes:
+      grid: grid extents, outermost first (reductions last).
+      semantics: ``"parallel"`` or ``"arbitrary"`` per grid axis (TPU dimension semantics).
+      inputs: the ``pallas_call``'s operand blocks, in call order.
+      outputs: its output blocks.
+      scratch: ``(shape, dtype)`` of each VMEM scratch buffer.
+      total_flops: arithmetic of the whole kernel (multiply-add = 2, elementwise op = 1).
+    """
+
+    grid: tuple[int, ...]
+    semantics: tuple[str, ...]
+    inputs: tuple[Block, ...]
+    outputs: tuple[Block, ...]
+    scratch: tuple[tuple[tuple[int, ...], str], ...]
+    total_flops: float
+
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        return self.inputs + self.outputs
+
+    @property
+    def scratch_bytes(self) -> int:
+        return sum(math.prod(s) * np.dtype(d).itemsize for s, d in self.scratch)
+
+    @property
+    def working_set_bytes(self) -> int:
+        """Every block double-buffered, plus the scratch buffers once."""
+        return 2 * sum(b.block_bytes for b in self.blocks) + self.scratch_bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# The families
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TileFamily:
+    """One tileable Pallas kernel.
+
+    Attributes:
+      name: the family name (a key of `FAMILIES`).
+      dims: names of the problem shape's dims (``("M", "N", "K")``).
+      block_keys: the config's keys (``("bm", "bn", "bk")``).
+      doc: one line on what the kernel computes.
+      tiled_dims: for each block key, the name of the problem dim it tiles.
+      tiled_sizes: ``shape -> sizes``, for each block key the size of the dim it tiles (None:
+        the problem dims named by `tiled_dims`).
+      make_plan: ``(shape, dtype, config) -> TilePlan``.
+      body: the Pallas kernel body, ``(plan, dtype) -> kernel(*refs)``.
+      arg_shapes: ``shape -> [array shape per argument of fn]`` (the user-facing arguments).
+      arg_scales: standard deviation of each argument's random values.
+      prepare: ``(shape, *args) -> pallas_call operands`` (e.g. conv's im2col); identity if None.
+      finish: ``(shape, out) -> result`` (e.g. conv's reshape back to NHWC); identity if None.
+      ref: ``(shape, *args) -> result``, the jax.numpy reference, argument for argument.
+      sampler: ``(rng, scale) -> shape``, one random problem shape.
+      output_dtype: the output's dtype name, or None for the input dtype.
+    """
+
+    name: str
+    dims: tuple[str, ...]
+    block_keys: tuple[str, ...]
+    doc: str
+    tiled_dims: tuple[str, ...] = dataclasses.field(repr=False, default=())
+    tiled_sizes: Callable[[tuple[int, ...]], tuple[int, ...]] | None = dataclasses.field(
+        repr=False, default=None
+    )
+    make_plan: Callable[..., TilePlan] = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
+    body: Callable[..., Callable[..., None]] = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
+    arg_shapes: Callable[[tuple[int, ...]], list[tuple[int, ...]]] = dataclasses.field(
+        repr=False, default=None
+    )  # type: ignore[assignment]
+    arg_scales: Callable[[tuple[int, ...]], list[float]] = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
+    ref: Callable[..., Any] = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
+    sampler: Callable[[np.random.Generator, int], tuple[int, ...]] = dataclasses.field(
+        repr=False, default=None
+    )  # type: ignore[assignment]
+    prepare: Callable[..., tuple[Any, ...]] | None = dataclasses.field(repr=False, default=None)
+    finish: Callable[..., Any] | None = dataclasses.field(repr=False, default=None)
+    output_dtype: str | None = None
+
+    def tiled_size(self, shape: Sequence[int], key: str) -> int:
+        """The size of the problem dim that block key `key` tiles."""
+        at = self.block_keys.index(key)
+        if self.tiled_sizes is not None:
+            return int(self.tiled_sizes(tuple(shape))[at])
+        return int(shape[self.dims.index(self.tiled_dims[at])])
+
+
+_F32 = "float32"
+
+
+def _gelu_tanh(x: jax.Array) -> jax.Array:
+    """GELU, tanh approximation, written out (no ``jax.nn`` call in the HLO)."""
+    return 0.5 * x * (1.0 + jnp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def _relu(x: jax.Array) -> jax.Array:
+    return jnp.maximum(x, 0.0)
+
+
+_GELU_OPS = 9  # elementwise ops of _gelu_tanh per element, for total_flops
+
+
+# matmul and conv share the blocked matmul with a bias + activation epilogue -------------------
+
+
+def _matmul_plan(
+    m: int, n: int, k: int, dtype: str, config: Mapping[str, int], epilogue_ops: int
+) -> TilePlan:
+    bm, bn, bk = config["bm"], config["bn"], config["bk"]
+    return TilePlan(
+        grid=(m // bm, n // bn, k // bk),
+        semantics=("parallel", "parallel", "arbitrary"),
+        inputs=(
+            Block("x", (m, k), (bm, bk), lambda i, j, kk: (i, kk), dtype),
+            Block("w", (k, n), (bk, bn), lambda i, j, kk: (kk, j), dtype),
+            Block("b", (1, n), (1, bn), lambda i, j, kk: (0, j), dtype),
+        ),
+        outputs=(Block("out", (m, n), (bm, bn), lambda i, j, kk: (i, j), dtype, True),),
+        scratch=(((bm, bn), _F32),),
+        total_flops=2.0 * m * n * k + (1 + epilogue_ops) * m * n,
+    )
+
+
+def _matmul_body(activation: Callable[[jax.Array], jax.Array]) -> Callable[..., Callable[..., None]]:
+    def make(plan: TilePlan, dtype: str) -> Callable[..., None]:
+        def kernel(x_ref, w_ref, b_ref, o_ref, acc_ref):
+            kk = pl.program_id(2)
+
+            @pl.when(kk == 0)
+            def _():
+                acc_ref[...] = jnp.zeros_like(acc_ref)
+
+            acc_ref[...] += jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
+
+            @pl.when(kk == pl.num_programs(2) - 1)
+            def _():
+                o_ref[...] = activation(acc_ref[...] + b_ref[...].astype(jnp.float32)).astype(o_ref.dtype)
+
+        return kernel
+
+    return make
+
+
+def _matmul_ref(shape, x, w, b):
+    y = jnp.dot(x, w, preferred_element_type=jnp.float32) + b.astype(jnp.float32)
+    return _gelu_tanh(y).astype(x.dtype)
+
+
+def _dims_choice(rng: np.random.Generator, values: Sequence[int]) -> int:
+    return int(values[int(rng.integers(len(values)))])
+
+
+def _matmul_sampler(rng: np.random.Generator, scale: int) -> tuple[int, ...]:
+    m = _dims_choice(rng, range(64, 385, 32))
+    n = _dims_choice(rng, range(128, 513, 128))
+    k = _dims_choice(rng, range(128, 513, 128))
+    return (m * scale, n * scale, k * scale)
+
+
+# bmm -----------------------------------------------------------------------------------------
+
+
+def _bmm_plan(shape, dtype, config) -> TilePlan:
+    bsz, m, n, k = shape
+    bb, bm, bn, bk = config["bb"], config["bm"], config["bn"], config["bk"]
+    return TilePlan(
+        grid=(bsz // bb, m // bm, n // bn, k // bk),
+        semantics=("parallel", "parallel", "parallel", "arbitrary"),
+        inputs=(
+            Block("x", (bsz, m, k), (bb, bm, bk), lambda b, i, j, kk: (b, i, kk), dtype),
+            Block("w", (bsz, k, n), (bb, bk, bn), lambda b, i, j, kk: (b, kk, j), dtype),
+        ),
+        outputs=(Block("out", (bsz, m, n), (bb, bm, bn), lambda b, i, j, kk: (b, i, j), dtype, True),),
+        scratch=(((bb, bm, bn), _F32),),
+        total_flops=2.0 * bsz * m * n * k,
+    )
+
+
+def _bmm_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
+    def kernel(x_ref, w_ref, o_ref, acc_ref):
+        kk = pl.program_id(3)
+
+        @pl.when(kk == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += jax.lax.dot_general(
+            x_ref[...], w_ref[...], (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32
+        )
+
+        @pl.when(kk == pl.num_programs(3) - 1)
+        def _():
+            o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+    return kernel
+
+
+def _bmm_ref(shape, x, w):
+    return jnp.einsum("bmk,bkn->bmn", x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+
+
+def _bmm_sampler(rng: np.random.Generator, scale: int) -> tuple[int, ...]:
+    b = _dims_choice(rng, (1, 2, 3, 4))
+    m = _dims_choice(rng, range(32, 257, 32))
+    n = _dims_choice(rng, range(128, 385, 128))
+    k = _dims_choice(rng, range(128, 385, 128))
+    return (b, m * scale, n * scale, k * scale)
+
+
+# softmax and layernorm: row blocks over full rows --------------------------------------------
+
+
+def _rows_plan(shape, dtype, config, extra: int, flops_per_elem: int) -> TilePlan:
+    r, c = shape
+    br = config["br"]
+    params = tuple(Block(name, (1, c), (1, c), lambda i: (0, 0), dtype) for name in ("g", "b")[:extra])
+    return TilePlan(
+        grid=(r // br,),
+        semantics=("parallel",),
+        inputs=(Block("x", (r, c), (br, c), lambda i: (i, 0), dtype),) + params,
+        outputs=(Block("out", (r, c), (br, c), lambda i: (i, 0), dtype, True),),
+        scratch=(),
+        total_flops=float(flops_per_elem * r * c),
+    )
+
+
+def _softmax_rows(x: jax.Array) -> jax.Array:
+    x = x.astype(jnp.float32)
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+def _softmax_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
+    def kernel(x_ref, o_ref):
+        o_ref[...] = _softmax_rows(x_ref[...]).astype(o_ref.dtype)
+
+    return kernel
+
+
+def _softmax_ref(shape, x):
+    return _softmax_rows(x).astype(x.dtype)
+
+
+_LN_EPS = 1e-5
+
+
+def _layernorm_rows(x: jax.Array, g: jax.Array, b: jax.Array) -> jax.Array:
+    x = x.astype(jnp.float32)
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    centered = x - mean
+    var = jnp.mean(centered * centered, axis=-1, keepdims=True)
+    return centered * jax.lax.rsqrt(var + _LN_EPS) * g.astype(jnp.float32) + b.astype(jnp.float32)
+
+
+def _layernorm_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
+    def kernel(x_ref, g_ref, b_ref, o_ref):
+        o_ref[...] = _layernorm_rows(x_ref[...], g_ref[...], b_ref[...]).astype(o_ref.dtype)
+
+    return kernel
+
+
+def _layernorm_ref(shape, x, g, b):
+    return _layernorm_rows(x, g, b).astype(x.dtype)
+
+
+def _rows_sampler(rng: np.random.Generator, scale: int) -> tuple[int, ...]:
+    r = 8 * _dims_choice(rng, range(8, 129))
+    c = _dims_choice(rng, range(128, 1025, 64))
+    return (r * scale, c * scale)
+
+
+# reduce --------------------------------------------------------------------------------------
+
+
+def _reduce_plan(shape, dtype, config) -> TilePlan:
+    r, c = shape
+    br, bc = config["br"], config["bc"]
+    return TilePlan(
+        grid=(r // br, c // bc),
+        semantics=("parallel", "arbitrary"),
+        inputs=(Block("x", (r, c), (br, bc), lambda i, j: (i, j), dtype),),
+        outputs=(Block("out", (r, 1), (br, 1), lambda i, j: (i, 0), _F32, True),),
+        scratch=(),
+        total_flops=2.0 * r * c,
+    )
+
+
+def _sum_squares(x: jax.Array) -> jax.Array:
+    x = x.astype(jnp.float32)
+    return jnp.sum(x * x, axis=-1, keepdims=True)
+
+
+def _reduce_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(1) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        o_ref[...] += _sum_squares(x_ref[...])
+
+    return kernel
+
+
+def _reduce_ref(shape, x):
+    return _sum_squares(x)
+
+
+def _reduce_sampler(rng: np.random.Generator, scale: int) -> tuple[int, ...]:
+    r = 8 * _dims_choice(rng, range(8, 65))
+    c = 128 * _dims_choice(rng, range(2, 25))
+    return (r * scale, c * scale)
+
+
+# attention -----------------------------------------------------------------------------------
+
+
+def _attention_plan(shape, dtype, config) -> TilePlan:
+    h, s, d = shape
+    bq, bk = config["bq"], config["bk"]
+
+    def qmap(hh, i, j):
+        return (hh, i, 0)
+
+    def kvmap(hh, i, j):
+        return (hh, j, 0)
+
+    return TilePlan(
+        grid=(h, s // bq, s // bk),
+        semantics=("parallel", "parallel", "arbitrary"),
+        inputs=(
+            Block("q", (h, s, d), (None, bq, d), qmap, dtype),
+            Block("k", (h, s, d), (None, bk, d), kvmap, dtype),
+            Block("v", (h, s, d), (None, bk, d), kvmap, dtype),
+        ),
+        outputs=(Block("out", (h, s, d), (None, bq, d), qmap, dtype, True),),
+        scratch=(((bq, 1), _F32), ((bq, 1), _F32), ((bq, d), _F32)),
+        # q k^T and p v (2 * 2 * S * S * D per head), scale, max, subtract, exp, sum, rescale
+        total_flops=4.0 * h * s * s * d + 6.0 * h * s * s + 3.0 * h * s * d,
+    )
+
+
+def _attention_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
+    d = plan.inputs[0].array_shape[2]
+    scale = 1.0 / math.sqrt(d)
+
+    def kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref):
+        j = pl.program_id(2)
+
+        @pl.when(j == 0)
+        def _():
+            m_ref[...] = jnp.full_like(m_ref, -jnp.inf)
+            l_ref[...] = jnp.zeros_like(l_ref)
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        s = (
+            jax.lax.dot_general(
+                q_ref[...], k_ref[...], (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32
+            )
+            * scale
+        )
+        m_prev = m_ref[...]
+        m_new = jnp.maximum(m_prev, jnp.max(s, axis=1, keepdims=True))
+        p = jnp.exp(s - m_new)
+        alpha = jnp.exp(m_prev - m_new)
+        l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=1, keepdims=True)
+        v = v_ref[...]
+        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(
+            p.astype(v.dtype), v, preferred_element_type=jnp.float32
+        )
+        m_ref[...] = m_new
+
+        @pl.when(j == pl.num_programs(2) - 1)
+        def _():
+            o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
+
+    return kernel
+
+
+def _attention_ref(shape, q, k, v):
+    d = shape[2]
+    s = jnp.einsum("hqd,hkd->hqk", q, k, preferred_element_type=jnp.float32) * (1.0 / math.sqrt(d))
+    p = jnp.exp(s - jnp.max(s, axis=-1, keepdims=True))
+    p = p / jnp.sum(p, axis=-1, keepdims=True)
+    return jnp.einsum("hqk,hkd->hqd", p.astype(v.dtype), v, preferred_element_type=jnp.float32).astype(
+        q.dtype
+    )
+
+
+def _attention_sampler(rng: np.random.Generator, scale: int) -> tuple[int, ...]:
+    h = _dims_choice(rng, (1, 2))
+    s = _dims_choice(rng, range(128, 513, 64))
+    d = _dims_choice(rng, (32, 64, 128))
+    return (h, s * scale, d)
+
+
+# conv ----------------------------------------------------------------------------------------
+
+
+def _conv_mnk(shape: Sequence[int]) -> tuple[int, int, int]:
+    n, h, w, c, o = shape
+    return n * h * w, o, 9 * c
+
+
+def _conv_plan(shape, dtype, config) -> TilePlan:
+    m, n, k = _conv_mnk(shape)
+    return _matmul_plan(m, n, k, dtype, config, epilogue_ops=1)
+
+
+def _im2col(x: jax.Array) -> jax.Array:
+    """x[N,H,W,C] -> patches[N*H*W, 9*C] of a 3x3 "same" window, (dy, dx, c) minor-most last."""
+    n, h, w, c = x.shape
+    xp = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    cols = [xp[:, dy : dy + h, dx : dx + w, :] for dy in range(3) for dx in range(3)]
+    return jnp.concatenate(cols, axis=-1).reshape(n * h * w, 9 * c)
+
+
+def _conv_prepare(shape, x, w, b):
+    n, h, wd, c, o = shape
+    return _im2col(x), w.reshape(9 * c, o), b
+
+
+def _conv_finish(shape, out):
+    n, h, w, c, o = shape
+    return out.reshape(n, h, w, o)
+
+
+def _conv_ref(shape, x, w, b):
+    y = jax.lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), preferred_element_type=jnp.float32
+    )
+    return _relu(y + b.astype(jnp.float32).reshape(1, 1, 1, -1)).astype(x.dtype)
+
+
+def _conv_sampler(rng: np.random.Generator, scale: int) -> tuple[int, ...]:
+    n = _dims_choice(rng, (1, 2, 4))
+    hw = _dims_choice(rng, (8, 12, 16, 20, 24))
+    c = _dims_choice(rng, (8, 16, 32, 64, 128))
+    o = _dims_choice(rng, (128, 256, 384, 512))
+    return (n, hw * scale, hw * scale, c, o * scale)
+
+
+def _make_families() -> dict[str, TileFamily]:
+    fams = [
+        TileFamily(
+            name="matmul",
+            dims=("M", "N", "K"),
+            block_keys=("bm", "bn", "bk"),
+            doc="gelu_tanh(x @ w + b): x[M,K], w[K,N], b[1,N] -> [M,N]; f32 accumulator over the K axis",
+            tiled_dims=("M", "N", "K"),
+            make_plan=lambda s, dt, cfg: _matmul_plan(s[0], s[1], s[2], dt, cfg, epilogue_ops=_GELU_OPS),
+            body=_matmul_body(_gelu_tanh),
+            arg_shapes=lambda s: [(s[0], s[2]), (s[2], s[1]), (1, s[1])],
+            arg_scales=lambda s: [1.0, 1.0 / math.sqrt(s[2]), 0.1],
+            ref=_matmul_ref,
+            sampler=_matmul_sampler,
+        ),
+        TileFamily(
+            name="bmm",
+            dims=("B", "M", "N", "K"),
+            block_keys=("bb", "bm", "bn", "bk"),
+            doc="batched x @ w: x[B,M,K], w[B,K,N] -> [B,M,N]; f32 accumulator over the K axis",
+            tiled_dims=("B", "M", "N", "K"),
+            make_plan=_bmm_plan,
+            body=_bmm_body,
+            arg_shapes=lambda s: [(s[0], s[1], s[3]), (s[0], s[3], s[2])],
+            arg_scales=lambda s: [1.0, 1.0 / math.sqrt(s[3])],
+            ref=_bmm_ref,
+            sampler=_bmm_sampler,
+        ),
+        TileFamily(
+            name="softmax",
+            dims=("R", "C"),
+            block_keys=("br",),
+            doc="row-wise softmax of x[R,C]; a block is br full rows",
+            tiled_dims=("R",),
+            make_plan=lambda s, dt, cfg: _rows_plan(s, dt, cfg, extra=0, flops_per_elem=5),
+            body=_softmax_body,
+            arg_shapes=lambda s: [(s[0], s[1])],
+            arg_scales=lambda s: [2.0],
+            ref=_softmax_ref,
+            sampler=_rows_sampler,
+        ),
+        TileFamily(
+            name="layernorm",
+            dims=("R", "C"),
+            block_keys=("br",),
+            doc="per-row layer norm of x[R,C] with scale g[1,C] and shift b[1,C]; a block is br full rows",
+            tiled_dims=("R",),
+            make_plan=lambda s, dt, cfg: _rows_plan(s, dt, cfg, extra=2, flops_per_elem=8),
+            body=_layernorm_body,
+            arg_shapes=lambda s: [(s[0], s[1]), (1, s[1]), (1, s[1])],
+            arg_scales=lambda s: [1.0, 1.0, 0.1],
+            ref=_layernorm_ref,
+            sampler=_rows_sampler,
+        ),
+        TileFamily(
+            name="reduce",
+            dims=("R", "C"),
+            block_keys=("br", "bc"),
+            doc="row sums of squares of x[R,C] -> float32[R,1]; accumulated over the C axis",
+            tiled_dims=("R", "C"),
+            make_plan=_reduce_plan,
+            body=_reduce_body,
+            arg_shapes=lambda s: [(s[0], s[1])],
+            arg_scales=lambda s: [1.0],
+            ref=_reduce_ref,
+            sampler=_reduce_sampler,
+            output_dtype=_F32,
+        ),
+        TileFamily(
+            name="attention",
+            dims=("H", "S", "D"),
+            block_keys=("bq", "bk"),
+            doc="softmax(q k^T / sqrt(D)) v per head, q/k/v[H,S,D]; online softmax over k/v blocks",
+            tiled_dims=("S", "S"),
+            make_plan=_attention_plan,
+            body=_attention_body,
+            arg_shapes=lambda s: [(s[0], s[1], s[2])] * 3,
+            arg_scales=lambda s: [1.0, 1.0, 1.0],
+            ref=_attention_ref,
+            sampler=_attention_sampler,
+        ),
+        TileFamily(
+            name="conv",
+            dims=("N", "H", "W", "C", "O"),
+            block_keys=("bm", "bn", "bk"),
+            doc="3x3 same conv + bias + relu, x[N,H,W,C], w[3,3,C,O], b[1,O]; im2col, then a blocked "
+            "matmul with M = N*H*W, N = O, K = 9*C",
+            tiled_dims=("N*H*W", "O", "9*C"),
+            tiled_sizes=_conv_mnk,
+            make_plan=_conv_plan,
+            body=_matmul_body(_relu),
+            arg_shapes=lambda s: [(s[0], s[1], s[2], s[3]), (3, 3, s[3], s[4]), (1, s[4])],
+            arg_scales=lambda s: [1.0, 1.0 / math.sqrt(9 * s[3]), 0.1],
+            ref=_conv_ref,
+            sampler=_conv_sampler,
+            prepare=_conv_prepare,
+            finish=_conv_finish,
+        ),
+    ]
+    return {f.name: f for f in fams}
+
+
+#: The registry of families, in the order of the module docstring's table.
+FAMILIES: dict[str, TileFamily] = _make_families()
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+
+def family(name: str) -> TileFamily:
+    """The family called `name`; ValueError listing the known names otherwise."""
+    try:
+        return FAMILIES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown tile family {name!r}; known: {', '.join(FAMILIES)}") from None
+
+
+def _dtype_name(dtype: Any) -> str:
+    try:
+        name = np.dtype(jnp.dtype(dtype)).name
+    except TypeError:
+        name = str(dtype)
+    if name not in SUPPORTED_DTYPES:
+        raise ValueError(f"unsupported dtype {dtype!r}; expected one of {', '.join(SUPPORTED_DTYPES)}")
+    return name
+
+
+def parse_shape(family_name: str, text: str) -> tuple[int, ...]:
+    """``"384,640,896"`` -> ``(384, 640, 896)``, checked against the family's dims.
+
+    Raises:
+      ValueError: naming the family, its expected dims and the offending token.
+    """
+    fam = family(family_name)
+    expected = ",".join(fam.dims)
+    tokens = [t.strip() for t in str(text).split(",")]
+    if len(tokens) != len(fam.dims):
+        raise ValueError(
+            f"{fam.name} shape {text!r}: expected {len(fam.dims)} comma-separated dims {expected}, got {len(tokens)}"
+        )
+    dims = []
+    for dim, token in zip(fam.dims, tokens, strict=True):
+        if not token.isdigit() or int(token) <= 0:
+            raise ValueError(
+                f"{fam.name} shape {text!r}: bad token {token!r} for dim {dim} (expected {expected} as positive integers)"
+            )
+        dims.append(int(token))
+    return tuple(dims)
+
+
+def check_shape(family_name: str, shape: Sequence[int]) -> tuple[int, ...]:
+    """`shape` as a tuple of ints after checking its rank and that every dim is positive."""
+    fam = family(family_name)
+    try:
+        dims = tuple(int(d) for d in shape)
+        ok = all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape)
+    except (TypeError, ValueError):
+        dims, ok = (), False
+    if not ok or len(dims) != len(fam.dims) or any(d <= 0 for d in dims):
+        raise ValueError(
+            f"{fam.name} shape must be {len(fam.dims)} positive ints ({', '.join(fam.dims)}), got {shape!r}"
+        )
+    return dims
+
+
+def _config_dict(fam: TileFamily, config: Mapping[str, int]) -> dict[str, int]:
+    if not isinstance(config, Mapping):
+        raise ValueError(f"{fam.name} config must be a dict with keys {fam.block_keys}, got {config!r}")
+    missing = [k for k in fam.block_keys if k not in config]
+    extra = [k for k in config if k not in fam.block_keys]
+    if missing or extra:
+        raise ValueError(
+            f"{fam.name} config {dict(config)!r}: expected keys {', '.join(fam.block_keys)}"
+            + (f"; missing {', '.join(missing)}" if missing else "")
+            + (f"; unknown {', '.join(map(str, extra))}" if extra else "")
+        )
+    out = {}
+    for k in fam.block_keys:
+        v = config[k]
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+            raise ValueError(f"{fam.name} config: {k}={v!r} is not a positive int")
+        out[k] = int(v)
+    return out
+
+
+def _divisibility_problems(fam: TileFamily, shape: Sequence[int], config: Mapping[str, int]) -> list[str]:
+    problems = []
+    for key, dim in zip(fam.block_keys, fam.tiled_dims, strict=True):
+        size = fam.tiled_size(shape, key)
+        if size % config[key]:
+            problems.append(f"{key}={config[key]} does not divide {dim}={size}")
+    return problems
+
+
+def _alignment_problems(p: TilePlan) -> list[str]:
+    return [
+        f"block {b.name}{tuple(b.block_shape)} of {b.name}{tuple(b.array_shape)}: {msg}"
+        for b in p.blocks
+        for msg in tpu_block_rule(b.array_shape, b.block_shape, b.dtype)
+    ]
+
+
+def _budget_problems(p: TilePlan) -> list[str]:
+    ws = p.working_set_bytes
+    if ws > VMEM_BUDGET_BYTES:
+        return [
+            f"working set {ws} bytes (blocks x2 + scratch) exceeds the {VMEM_BUDGET_BYTES}-byte VMEM budget"
+        ]
+    return []
+
+
+def plan(family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]) -> TilePlan:
+    """The `TilePlan` of a config after checking only its keys and divisibility (not legality)."""
+    fam = family(family_name)
+    shape = check_shape(fam.name, shape)
+    dt = _dtype_name(dtype)
+    cfg = _config_dict(fam, config)
+    problems = _divisibility_problems(fam, shape, cfg)
+    if problems:
+        raise ValueError(f"{fam.name} {shape} config {cfg}: " + "; ".join(problems))
+    return fam.make_plan(shape, dt, cfg)
+
+
+def check_config(family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]) -> TilePlan:
+    """The config's `TilePlan` if it is legal; else ValueError naming every broken rule."""
+    p = plan(family_name, shape, dtype, config)
+    problems = _alignment_problems(p) + _budget_problems(p)
+    if problems:
+        raise ValueError(
+            f"{family_name} {tuple(shape)} config {dict(config)} is illegal: " + "; ".join(problems)
+        )
+    return p
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def legal_configs(
+    family_name: str, shape: Sequence[int], dtype: Any = "float32", backend: str | None = None
+) -> list[dict[str, int]]:
+    """Every legal config of a problem, in a deterministic order (see the module docstring).
+
+    `backend` is accepted for symmetry and does not change the result: the same rules apply on
+    every backend, so a data set's configs are portable.
+    """
+    fam = family(family_name)
+    shape = check_shape(fam.name, shape)
+    dt = _dtype_name(dtype)
+    full = {k: fam.tiled_size(shape, k) for k in fam.block_keys}
+    candidates = []
+    for key in fam.block_keys:
+        ok = []
+        for d in _divisors(full[key]):
+            probe = dict(full, **{key: d})
+            if not _alignment_problems(fam.make_plan(shape, dt, probe)):
+                ok.append(d)
+        candidates.append(ok)
+    configs = []
+    for values in itertools.product(*candidates):
+        cfg = dict(zip(fam.block_keys, values, strict=True))
+        p = fam.make_plan(shape, dt, cfg)
+        if not _alignment_problems(p) and not _budget_problems(p):
+            configs.append(cfg)
+    return configs
+
+
+# ---------------------------------------------------------------------------------------------
+# Building and running
+# ---------------------------------------------------------------------------------------------
+
+
+def _make_args(fam: TileFamily, shape: tuple[int, ...], dtype: str) -> tuple[jax.Array, ...]:
+    """Deterministic random arguments: the seed is a hash of the family and shape (not dtype)."""
+    seed = zlib.crc32(f"{fam.name}|{','.join(map(str, shape))}".encode())
+    rng = np.random.default_rng(seed)
+    return tuple(
+        jnp.asarray((rng.standard_normal(s) * scale).astype(np.float32), dtype=dtype)
+        for s, scale in zip(fam.arg_shapes(shape), fam.arg_scales(shape), strict=True)
+    )
+
+
+def build(
+    family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int], backend: str | None = None
+) -> tuple[Callable[..., jax.Array], tuple[jax.Array, ...]]:
+    """The configured Pallas kernel and its arguments.
+
+    Returns:
+      ``(fn, args)``: ``fn(*args)`` runs the kernel (jit-able, not jitted) and returns the same
+      array as ``reference(...)[0](*args)``; ``args`` are deterministic random arrays seeded from
+      the family and shape (argument shapes: see the family's ``doc``).
+
+    Raises:
+      ValueError: an unknown family, a bad shape or dtype, or an illegal config (naming the rule).
+    """
+    fam = family(family_name)
+    shape = check_shape(fam.name, shape)
+    dt = _dtype_name(dtype)
+    return _kernel_fn(fam, shape, dt, config, backend), _make_args(fam, shape, dt)
+
+
+def _kernel_fn(
+    fam: TileFamily, shape: tuple[int, ...], dt: str, config: Mapping[str, int], backend: str | None
+) -> Callable[..., jax.Array]:
+    """`build`'s function, without making arguments."""
+    p = check_config(fam.name, shape, dt, config)
+    policy = backend_policy(backend)
+    out_dtype = fam.output_dtype or dt
+    call = pl.pallas_call(
+        fam.body(p, dt),
+        out_shape=jax.ShapeDtypeStruct(p.outputs[0].array_shape, out_dtype),
+        grid=p.grid,
+        in_specs=[b.spec() for b in p.inputs],
+        out_specs=p.outputs[0].spec(),
+        scratch_shapes=[pltpu.VMEM(s, d) for s, d in p.scratch],
+        compiler_params=None if policy.interpret else pltpu.CompilerParams(dimension_semantics=p.semantics),
+        interpret=policy.interpret,
+        name=f"tile_{fam.name}",
+    )
+
+    def fn(*args: jax.Array) -> jax.Array:
+        operands = fam.prepare(shape, *args) if fam.prepare else args
+        out = call(*operands)
+        return fam.finish(shape, out) if fam.finish else out
+
+    return fn
+
+
+def reference(
+    family_name: str, shape: Sequence[int], dtype: Any = "float32"
+) -> tuple[Callable[..., jax.Array], tuple[jax.Array, ...]]:
+    """The jax.numpy reference of a problem and the same arguments `build` gives (no Pallas)."""
+    fam = family(family_name)
+    shape = check_shape(fam.name, shape)
+    dt = _dtype_name(dtype)
+
+    def fn(*args: jax.Array) -> jax.Array:
+        return fam.ref(shape, *args)
+
+    return fn, _make_args(fam, shape, dt)
+
+
+def measure_configs(
+    family_name: str,
+    shape: Sequence[int],
+    dtype: Any,
+    configs: Sequence[Mapping[str, int]],
+    repeats: int = 5,
+    warmup: int = 1,
+    budget_s: float | None = 2.0,
+) -> list[float]:
+    """Runtime in ns of each config: the minimum wall time over `repeats` runs, after `warmup`.
+
+    Each config is checked first (ValueError for an illegal one), then built for the default
+    backend, compiled once (``jax.jit(fn).lower(*args).compile()``) and timed with
+    `tpucost.measure.wall_time_ns`. The arguments are created once per problem. With
+    ``budget_s``, a slow config gets fewer runs (at least one): as many as fit in ``budget_s``
+    seconds at the speed of its last warm-up run (a run of 0.5 s or more varies far less, in
+    relative terms, than the millisecond runs that get all ``repeats``).
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    fam = family(family_name)
+    shape = check_shape(fam.name, shape)
+    dt = _dtype_name(dtype)
+    fns = [_kernel_fn(fam, shape, dt, config, None) for config in configs]  # every config checked first
+    args = _make_args(fam, shape, dt)
+    times = []
+    for fn in fns:
+        compiled = jax.jit(fn).lower(*args).compile()
+        runs = repeats
+        for _ in range(warmup):
+            t0 = time.perf_counter()
+            jax.block_until_ready(compiled(*args))
+            if budget_s is not None:
+                runs = max(1, min(repeats, int(budget_s / max(time.perf_counter() - t0, 1e-9))))
+        times.append(float(min(wall_time_ns(compiled, *args, repeats=runs))))
+    return times
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost arithmetic and config features
+# ---------------------------------------------------------------------------------------------
+
+
+class TileCost(NamedTuple):
+    """The arithmetic a config implies (see "Cost arithmetic" in the module docstring).
+
+    Attributes:
+      grid: grid extents, outermost first.
+      steps: number of grid steps (product of `grid`).
+      flops_per_step: ``total_flops / steps``.
+      bytes_in_per_step: bytes of one step's input blocks.
+      bytes_out_per_step: bytes of one step's output blocks.
+      working_set_bytes: blocks x2 (double buffering) + scratch.
+      total_bytes: all HBM traffic implied by the grid, operand re-reads included.
+      total_flops: arithmetic of the whole kernel.
+      unique_bytes: every operand and output once (the traffic without re-reads).
+    """
+
+    grid: tuple[int, ...]
+    steps: int
+    flops_per_step: float
+    bytes_in_per_step: int
+    bytes_out_per_step: int
+    working_set_bytes: int
+    total_bytes: int
+    total_flops: float
+    unique_bytes: int
+
+
+def _transfers(block: Block, grid: tuple[int, ...]) -> int:
+    """How often Pallas moves `block` between HBM and VMEM over the grid (see the docstring)."""
+    zero = tuple(block.index_map(*([0] * len(grid))))
+    depends = []
+    for axis, extent in enumerate(grid):
+        if extent > 1:
+            unit = [0] * len(grid)
+            unit[axis] = 1
+            if tuple(block.index_map(*unit)) != zero:
+                depends.append(axis)
+    return math.prod(grid[: max(depends) + 1]) if depends else 1
+
+
+def tile_cost(family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]) -> TileCost:
+    """The `TileCost` of a legal config (ValueError for an illegal one)."""
+    p = check_config(family_name, shape, dtype, config)
+    steps = math.prod(p.grid)
+    total = sum(_transfers(b, p.grid) * b.block_bytes for b in p.blocks)
+    return TileCost(
+        grid=p.grid,
+        steps=steps,
+        flops_per_step=p.total_flops / steps,
+        bytes_in_per_step=sum(b.block_bytes for b in p.inputs),
+        bytes_out_per_step=sum(b.block_bytes for b in p.outputs),
+        working_set_bytes=p.working_set_bytes,
+        total_bytes=total,
+        total_flops=p.total_flops,
+        unique_bytes=sum(b.array_bytes for b in p.blocks),
+    )
+
+
+CONFIG_FEATURE_NAMES: tuple[str, ...] = (
+    tuple(f"block_log2_{i}" for i in range(MAX_KEYS))
+    + tuple(f"grid_log2_{i}" for i in range(MAX_KEYS))
+    + tuple(f"block_frac_{i}" for i in range(MAX_KEYS))
+    + (
+        "num_block_keys",
+        "num_grid_axes",
+        "log2_steps",
+        "log2_flops_per_step",
+        "log2_bytes_in_per_step",
+        "log2_bytes_out_per_step",
+        "log2_working_set",
+        "working_set_frac",
+        "log2_total_bytes",
+        "log2_total_flops",
+        "log2_intensity",
+        "log2_reread",
+        "lane_util",
+        "sublane_util",
+        "log2_dtype_bytes",
+    )
+)
+
+
+def _lg(x: float) -> float:
+    return math.log2(max(float(x), 1.0))
+
+
+def _padded(values: Sequence[float], width: int = MAX_KEYS) -> list[float]:
+    return list(values)[:width] + [0.0] * max(0, width - len(values))
+
+
+def _util(size: int | None, align: int) -> float:
+    if size is None:
+        return 1.0
+    return size / (math.ceil(size / align) * align)
+
+
+def config_features(
+    family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]
+) -> np.ndarray:
+    """float32[len(CONFIG_FEATURE_NAMES)] describing a legal config (table in the module docstring)."""
+    fam = family(family_name)
+    shape = check_shape(fam.name, shape)
+    cost = tile_cost(fam.name, shape, dtype, config)
+    p = plan(fam.name, shape, dtype, config)
+    blocks = [config[k] for k in fam.block_keys]
+    fracs = [config[k] / fam.tiled_size(shape, k) for k in fam.block_keys]
+    lane = min(_util(b.block_shape[-1], LANE) for b in p.blocks)
+    sub = min(_util(b.block_shape[-2], _sublane(b.dtype)) for b in p.blocks if len(b.block_shape) >= 2)
+    row = (
+        _padded([_lg(b) for b in blocks])
+        + _padded([_lg(g) for g in cost.grid])
+        + _padded(fracs)
+        + [
+            float(len(fam.block_keys)),
+            float(len(cost.grid)),
+            _lg(cost.steps),
+            _lg(cost.flops_per_step),
+            _lg(cost.bytes_in_per_step),
+            _lg(cost.bytes_out_per_step),
+            _lg(cost.working_set_bytes),
+            cost.working_set_bytes / VMEM_BUDGET_BYTES,
+            _lg(cost.total_bytes),
+            _lg(cost.total_flops),
+            math.log2(max(cost.total_flops, 1.0) / max(cost.total_bytes, 1)),
+            math.log2(max(cost.total_bytes, 1) / max(cost.unique_bytes, 1)),
+            lane,
+            sub,
+            math.log2(np.dtype(p.inputs[0].dtype).itemsize),
+        ]
+    )
+    out = np.asarray(row, dtype=np.float32)
+    assert out.shape == (len(CONFIG_FEATURE_NAMES),), (out.shape, len(CONFIG_FEATURE_NAMES))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The problem's graph
+# ---------------------------------------------------------------------------------------------
+
+
+def _inline_calls(module: Module, comp: Computation, prefix: str = "") -> tuple[list[Instruction], str]:
+    """The instructions of `comp` with every ``call`` replaced by its callee's body.
+
+    Returns the flat instruction list and the name of the value `comp` returns. Inlined
+    instructions are renamed ``<call name>/<name>``; the callee's parameters become aliases of
+    the call's operands.
+    """
+    out: list[Instruction] = []
+    alias: dict[str, str] = {}
+    root_name = ""
+    for inst in comp.instructions:
+        name = prefix + inst.name
+        operands = [alias.get(prefix + op, prefix + op) for op in inst.operands]
+        callee = inst.called_computations[0] if inst.called_computations else None
+        if inst.opcode == "call" and callee in module.computations:
+            body, body_root = _inline_calls(module, module.computations[callee], prefix=name + "/")
+            params = [b for b in body if b.opcode == "parameter"]
+            by_number = {int(b.attributes.get("parameter_number", i)): b.name for i, b in enumerate(params)}
+            renamed = {by_number[n]: operands[n] for n in by_number if n < len(operands)}
+            for b in body:
+                if b.opcode == "parameter":
+                    continue
+                b.operands = [renamed.get(op, op) for op in b.operands]
+                out.append(b)
+            alias[name] = renamed.get(body_root, body_root)
+        else:
+            out.append(dataclasses.replace(inst, name=name, operands=operands, is_root=False))
+        if inst.is_root or inst is comp.root:
+            root_name = alias.get(name, name)
+    return out, root_name
+
+
+def kernel_graph(family_name: str, shape: Sequence[int], dtype: Any = "float32") -> KernelGraph:
+    """The graph of the computation a problem's kernel performs, the same for every config.
+
+    The reference computation lowered to pre-optimisation HLO, its entry computation taken whole
+    (``call``s inlined) as one kernel named ``pallas_<family>`` of kind ``pallas``, featurised
+    with `tpucost.features.featurize` (no kernel tile). Nodes: ``n`` HLO ops of the reference
+    (parameters included); see `tpucost.features.KernelGraph` for the arrays.
+    """
+    fam = family(family_name)
+    shape = check_shape(fam.name, shape)
+    dt = _dtype_name(dtype)
+    specs = [jax.ShapeDtypeStruct(s, dt) for s in fam.arg_shapes(shape)]
+    text = jax.jit(lambda *a: fam.ref(shape, *a)).lower(*specs).as_text(dialect="hlo")
+    module = parse_module(text, source=f"<tiles {fam.name}>")
+    nodes, root_name = _inline_calls(module, module.entry)
+    index = {n.name: i for i, n in enumerate(nodes)}
+    edges = [(index[op], i) for i, n in enumerate(nodes) for op in n.operands if op in index]
+    root = index[root_name]
+    outputs = [root] + (
+        [index[op] for op in nodes[root].operands if op in index] if nodes[root].opcode == "tuple" else []
+    )
+    kernel = Kernel(
+        name=f"pallas_{fam.name}",
+        opcode="custom-call",
+        kind="pallas",
+        computation=module.entry.name,
+        nodes=nodes,
+        edges=edges,
+        outputs=sorted(set(outputs)),
+        instruction=nodes[root],
+    )
+    return featurize(kernel)
+
+
+# ---------------------------------------------------------------------------------------------
+# Problem shapes
+# ---------------------------------------------------------------------------------------------
+
+#: `sample_shapes` prefers problems with at least this many legal configs.
+MIN_CONFIGS = 12
+
+
+def sample_shapes(
+    family_name: str, n: int, rng: np.random.Generator, backend: str | None = None
+) -> list[tuple[int, ...]]:
+    """`n` distinct random problem shapes of a family, deterministic for a given `rng` state.
+
+    Shapes with at least `MIN_CONFIGS` legal (float32) configs are drawn first; if the family's
+    range has too few of them, the remaining slots go to the distinct shapes drawn that have the
+    most configs. On CPU the ranges are sized so that the median config runs in a few ms in
+    interpret mode; `backend_policy` scales them up on TPU.
+    """
+    fam = family(family_name)
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    scale = backend_policy(backend).size_scale
+    good: list[tuple[int, ...]] = []
+    seen: dict[tuple[int, ...], int] = {}
+    for _ in range(max(50, 50 * n)):
+        if len(good) >= n:
+            break
+        shape = fam.sampler(rng, scale)
+        if shape in seen:
+            continue
+        seen[shape] = len(legal_configs(fam.name, shape))
+        if seen[shape] >= MIN_CONFIGS:
+            good.append(shape)
+    if len(good) < n:
+        rest = sorted((s for s in seen if s not in good), key=lambda s: -seen[s])
+        good += rest[: n - len(good)]
+    return good
