@@ -217,3 +217,29 @@ def test_model_fit_kinds_and_predict_before_fit(synthetic):
     assert AnalyticalModel(ROOF).fit(synthetic, y, ["all"] * len(synthetic)).coefficients.keys() == {"all"}
     with pytest.raises(RuntimeError):
         AnalyticalModel(ROOF).predict(synthetic)
+
+
+def test_tile_roofline_by_hand():
+    from tpucost import analytical, tiles
+
+    rl = analytical.DeviceRoofline(peak_flops=1e12, peak_transcendentals=1e11, bandwidth_bytes_per_s=1e10,
+                                   launch_overhead_ns=5_000.0)
+    cost = tiles.tile_cost("matmul", (256, 256, 256), "float32", {"bm": 128, "bn": 128, "bk": 128})
+    step_ns = 1_000.0
+    per_step = step_ns + 1e9 * max(cost.flops_per_step / 1e12,
+                                   (cost.bytes_in_per_step + cost.bytes_out_per_step) / 1e10)
+    big = 10 * cost.working_set_bytes
+    assert analytical.tile_roofline_ns(cost, rl, step_ns, big) == pytest.approx(5_000.0 + cost.steps * per_step)
+    spilled = analytical.tile_roofline_ns(cost, rl, step_ns, cost.working_set_bytes // 2)
+    assert spilled > analytical.tile_roofline_ns(cost, rl, step_ns, big)  # the working set spills: slower
+
+
+def test_tile_model_prefers_fewer_steps_when_steps_are_expensive():
+    from tpucost import analytical, tiles
+
+    rl = analytical.DeviceRoofline(1e12, 1e11, 1e11, 1_000.0)
+    model = analytical.AnalyticalTileModel(rl, step_ns=50_000.0, scratchpad=2**30)
+    configs = tiles.legal_configs("softmax", (256, 256))
+    est = model.predict_ns("softmax", (256, 256), "float32", configs)
+    steps = [tiles.tile_cost("softmax", (256, 256), "float32", c).steps for c in configs]
+    assert est.shape == (len(configs),) and np.argmin(est) == np.argmin(steps)

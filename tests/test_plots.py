@@ -40,3 +40,80 @@ def test_kernel_timeline_draws_every_call_and_says_so():
     small = plots.kernel_timeline(_measurement(5))
     assert "all 5 kernel calls of one run" in small.get_title() and "longest" not in small.get_title()
     plt.close("all")
+
+
+HLO = """HloModule m
+
+fused (p0: f32[4], p1: f32[4]) -> f32[4] {
+  p0 = f32[4]{0} parameter(0)
+  p1 = f32[4]{0} parameter(1)
+  a = f32[4]{0} add(p0, p1)
+  ROOT m = f32[4]{0} multiply(a, p1)
+}
+
+ENTRY main (x: f32[4], y: f32[4]) -> f32[4] {
+  x = f32[4]{0} parameter(0)
+  y = f32[4]{0} parameter(1)
+  ROOT f = f32[4]{0} fusion(x, y), kind=kLoop, calls=fused
+}
+"""
+
+
+def test_draw_kernel_counts_ops_as_the_kernel_table_does():
+    from tpucost import hlo, kernels
+
+    (kernel,) = kernels.decompose(hlo.parse_module(HLO))
+    ops = int(plots.kernel_table([kernel])["ops"].iloc[0])
+    title = plots.draw_kernel(kernel).get_title()
+    assert ops == 2 and f"{ops} ops + 2 inputs" in title
+    plt.close("all")
+
+
+def test_learning_curves_against_kernels_seen_with_the_noise_floor():
+    import numpy as np
+
+    histories = {"long": {"train_loss": [1.0, 0.5, 0.3, 0.2], "val_loss": [1.1, 0.6, 0.4, 0.45]},
+                 "short": {"train_loss": [0.9, 0.4], "val_loss": [1.0, 0.5]}}
+    ax = plots.learning_curves(histories, examples_per_epoch={"long": 10_000, "short": 2_000}, noise_floor=0.05,
+                               title="t")
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert np.allclose(lines["long validation"].get_xdata(), [10, 20, 30, 40])  # thousands of kernels
+    assert np.allclose(lines["short train"].get_xdata(), [2, 4])
+    assert np.allclose(lines["label noise (re-measured labels)"].get_ydata(), 0.05)
+    assert "kernels seen" in ax.get_xlabel() and ax.get_title() == "t"
+    plt.close("all")
+    assert plots.learning_curves(histories).get_xlabel() == "epoch"  # the old call still works
+    plt.close("all")
+
+
+def test_predicted_vs_measured_shares_axes_and_names_the_error():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    measured = np.exp(rng.uniform(5, 15, 500))
+    predictions = {"good": measured * np.exp(rng.normal(0, 0.1, 500)), "bad": measured * np.exp(rng.normal(0, 1.5, 500))}
+    axes = plots.predicted_vs_measured(predictions, measured, title="500 kernels")
+    assert axes[0].get_xlim() == axes[1].get_xlim() and axes[0].get_ylim() == axes[1].get_ylim()
+    assert all("MAPE" in ax.get_title() and "within 2x" in ax.get_title() for ax in axes)
+    assert int(axes[0].get_title().split("MAPE ")[1].split("%")[0]) < int(axes[1].get_title().split("MAPE ")[1].split("%")[0])
+    assert "2x off" in [ln.get_label() for ln in axes[0].get_lines()]
+    assert axes[0].figure._suptitle.get_text() == "500 kernels"
+    clims = {tuple(c.get_clim()) for ax in axes for c in ax.collections}
+    assert len(clims) == 1  # one colour scale for every panel
+    plt.close("all")
+    scatter = plots.predicted_vs_measured(predictions, measured, hexbin=False)
+    assert len(scatter) == 2
+    plt.close("all")
+
+
+def test_error_by_kind_draws_the_noise_and_program_kernels_draws_every_bar():
+    import pandas as pd
+
+    table = pd.DataFrame({"median_ape": [10.0, 40.0], "count": [100, 5]}, index=pd.Index(["kLoop", "dot"], name="kind"))
+    ax = plots.error_by_kind(table, noise=3.2, title="gnn")
+    assert ax.get_title() == "gnn" and any("label noise" in ln.get_label() for ln in ax.get_lines())
+    plt.close("all")
+    ax = plots.program_kernels(["a", "b", "c"], {"measured": [1.0, 2.0, 3.0], "predicted": [1.5, 2.5, float("nan")]},
+                               title="Net")
+    assert len(ax.patches) == 6 and [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    plt.close("all")

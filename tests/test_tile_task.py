@@ -94,3 +94,84 @@ def test_a_kernel_checkpoint_is_not_a_tile_model(tmp_path):
         pytest.skip("no bundled kernel checkpoint")
     with pytest.raises(ValueError, match="not a tile model"):
         tile_task.load_tile_model(kernel_dir)
+
+
+def test_cli_train_evaluate_suggest(dataset, tmp_path, capsys):
+    import json
+
+    from tpucost import cli
+
+    data_dir = tile_data.save_tile_dataset(dataset, tmp_path / "tiles")
+    out = tmp_path / "models"
+    assert cli.main(["train", "--task", "tile", "--data", str(data_dir), "--losses", "hinge,mse", "--out", str(out),
+                     "--smoke", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli.main(["evaluate", "--task", "tile", "--data", str(data_dir), "--model", str(out), "--split", "random",
+                     "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert set(table) == {"gnn_rank", "gnn_mse", "analytical", "random"}
+    assert {"kendall_mean", "top1", "top5", "top10"} <= set(table["gnn_rank"])
+    assert cli.main(["suggest-tiles", "matmul", "--shape", "128,256,256", "--top", "3", "--json",
+                     "--model", str(out / "tile-random-hinge")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    legal = tiles.legal_configs("matmul", (128, 256, 256))
+    assert result["shape"] == [128, 256, 256] and len(result["suggestions"]) == 3
+    assert all(s["config"] in legal for s in result["suggestions"])
+    scores = [s["score"] for s in result["suggestions"]]
+    assert scores == sorted(scores)
+
+
+def test_cli_measure_tiles_and_bad_shape(capsys):
+    import json
+
+    from tpucost import cli
+
+    assert cli.main(["measure-tiles", "softmax", "--shape", "64,128", "--repeats", "1", "--all-cores", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    runtimes = [m["runtime_ns"] for m in result["measurements"]]
+    assert len(runtimes) == len(tiles.legal_configs("softmax", (64, 128))) and runtimes == sorted(runtimes)
+    assert cli.main(["suggest-tiles", "matmul", "--shape", "12,x", "--json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "matmul" in err[0]
+
+
+def test_trains_on_the_published_tpugraphs_format(tmp_path):
+    """`train --task tile --tpugraphs DIR`: the same model code on 140 node / 24 config features."""
+    from test_tpugraphs import tile_arrays, write
+
+    for seed in range(6):
+        write(tmp_path / f"model{seed}_-{seed:04x}.npz", tile_arrays(seed))
+    ds = tile_data.from_tpugraphs(tmp_path)
+    assert ds.feature_spec.num_node_features == 140 and ds.feature_spec.num_config_features == 24
+    split = tile_data.split_random(ds, seed=0, fractions=(0.5, 0.25, 0.25))
+    config = train.TrainConfig(model=tile_task.tile_model_config(ds, ModelConfig(hidden=8, num_layers=1)),
+                               batch_size=2, epochs=1, patience=1)
+    result = tile_task.train_tile_model(ds, split, "hinge", None, config, progress=False)
+    assert result.model.config.features == ds.feature_spec
+    table = tile_task.evaluate_tile_models(ds, "random", tmp_path / "no-models")
+    assert set(table) == {"random"}  # no analytical model for TPU kernels without block shapes
+
+
+#: Matmul problems (M, N, K) that are not in the bundled tile data set (checked in the test).
+NEW_MATMULS = [(128, 384, 256), (256, 384, 384), (128, 640, 384)]
+
+
+@pytest.mark.slow
+def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
+    """The issue's target: the best measured of `suggest_tiles --top 5` is within 5% of the best of
+    every legal configuration. When a first measurement misses, the two contenders are measured
+    again with more runs (a single timing on a shared machine can be off by more than 5%)."""
+    ds = tile_data.load_tile_dataset()
+    known = {tuple(int(v) for v in s.split(",")) for f, s in zip(ds.family, ds.shape, strict=True) if f == "matmul"}
+    for shape in NEW_MATMULS:
+        assert shape not in known
+        configs = tiles.legal_configs("matmul", shape)
+        picked = [s["config"] for s in tile_task.suggest_tiles("matmul", shape, top=5)]
+        runtime = tiles.measure_configs("matmul", shape, "float32", configs)
+        best = configs[int(np.argmin(runtime))]
+        best_picked = min(picked, key=lambda c: runtime[configs.index(c)])
+        slowdown = runtime[configs.index(best_picked)] / min(runtime) - 1
+        if slowdown > 0.05:
+            again = tiles.measure_configs("matmul", shape, "float32", [best, best_picked], repeats=15)
+            slowdown = again[1] / again[0] - 1
+        assert slowdown <= 0.05, (shape, best, best_picked, slowdown)

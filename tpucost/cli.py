@@ -19,6 +19,17 @@ Commands:
   calibrate [--model DIR] [--method gnn|lstm|analytical] [--json]
                       measure the calibration programs on this device and fit the model's correction
 
+The tile task (rank the block shapes of Pallas kernels; tpucost.tiles, tpucost.tasks.tile):
+  collect --task tile --out DIR [--problems N] [--seed S] [--shard I/N] [--max-configs C] [--max-load L]
+  data noise --task tile [DIR] [--sample N]   re-measure tile problems: the ranking noise floor
+  train --task tile [--data DIR | --tpugraphs DIR] [--split random|hard] [--losses hinge,...] [--out DIR]
+  evaluate --task tile [--data DIR] --split random|hard [--json]   Table 3: Kendall tau, top-k slowdown
+  suggest-tiles FAMILY --shape 384,640,896 [--dtype float32] [--top 5] [--json]
+  measure-tiles FAMILY --shape 384,640,896 [--dtype float32] [--json]
+
+The autotuner (tpucost.autotune):
+  autotune --space program|tile --program FILE.py:NAME|example:NAME --budget-seconds B [--seeds N] [--json]
+
 Commands that measure (collect, data noise, calibrate) first pin the process to one core, the
 label mode of tpucost.device (one kernel at a time); --all-cores measures without pinning.
 """
@@ -106,6 +117,8 @@ def _label_mode(args: argparse.Namespace) -> None:
 def cmd_collect(args: argparse.Namespace) -> int:
     from tpucost import collect
 
+    if args.task == "tile":
+        return cmd_collect_tiles(args)
     try:
         _label_mode(args)
         summary = collect.collect(
@@ -157,8 +170,11 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
 
 
 def _add_data_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("collect", help="measure corpus programs into a kernel data set")
+    p = sub.add_parser("collect", help="measure corpus programs (or, --task tile, Pallas kernels) into a data set")
+    p.add_argument("--task", choices=("kernel", "tile"), default="kernel")
     p.add_argument("--out", required=True, help="output folder (parts/, log.jsonl, shards)")
+    p.add_argument("--problems", type=int, default=210, help="tile task: problems (family x shape; default 210)")
+    p.add_argument("--max-configs", type=int, default=16, help="tile task: configurations measured per problem")
     p.add_argument("--programs", type=int, default=39, help="number of corpus programs (default 39)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shard", type=_shard, default=(0, 1), help="I/N: programs with index %% N == I")
@@ -184,6 +200,7 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_data_stats)
     p = d.add_parser("noise", help="re-measure a sample of kernels: the label noise floor")
+    p.add_argument("--task", choices=("kernel", "tile"), default="kernel")
     p.add_argument("dir", nargs="?", default=None, help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)")
     p.add_argument("--sample", type=int, default=200, help="kernels to re-measure")
     p.add_argument("--seed", type=int, default=0)
@@ -222,6 +239,8 @@ def _print_additivity(s: dict) -> None:
 def cmd_data_noise(args: argparse.Namespace) -> int:
     from tpucost import collect
 
+    if args.task == "tile":
+        return cmd_tile_noise(args)
     try:
         _label_mode(args)
         result = collect.measure_noise(args.dir, args.sample, args.seed, progress=not args.no_progress)
@@ -230,11 +249,6 @@ def cmd_data_noise(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
     return 0
-
-
-def _check_task(task: str) -> None:
-    if task != "kernel":
-        raise SystemExit(f"error: --task {task!r} is not available yet (only 'kernel', the runtime task)")
 
 
 def _dataset(path: str | None):
@@ -247,7 +261,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tpucost import costmodel, train
     from tpucost.tasks import kernel
 
-    _check_task(args.task)
+    if args.task == "tile":
+        return cmd_train_tiles(args)
     config = train.TrainConfig.smoke() if args.smoke else train.TrainConfig()
     if args.epochs is not None:
         config = dataclasses.replace(config, epochs=args.epochs)
@@ -281,7 +296,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from tpucost import costmodel, data
     from tpucost.tasks import kernel
 
-    _check_task(args.task)
+    if args.task == "tile":
+        return cmd_evaluate_tiles(args)
     model_dir = args.model or str(costmodel.default_model_dir(args.split))
     try:
         dataset = _dataset(args.data)
@@ -372,8 +388,10 @@ def _print_prediction(result: dict) -> None:
 
 
 def _add_model_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train the kernel cost models")
-    p.add_argument("--task", default="kernel", help="kernel (runtime) task")
+    p = sub.add_parser("train", help="train the kernel cost models (or, --task tile, the tile models)")
+    p.add_argument("--task", choices=("kernel", "tile"), default="kernel", help="kernel (runtime) or tile (ranking) task")
+    p.add_argument("--losses", type=_names, default=None, help="tile task: comma-separated hinge,logistic,listwise,mse")
+    p.add_argument("--tpugraphs", default=None, help="tile task: train on the published TpuGraphs tile files in DIR")
     p.add_argument("--data", default=None, help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)")
     p.add_argument("--split", choices=("random", "hard"), default="random")
     p.add_argument("--out", default=None, help="output folder (default: the bundled checkpoints/kernel-<split>)")
@@ -385,8 +403,9 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("evaluate", help="evaluate trained models on a split's test part")
-    p.add_argument("--task", default="kernel")
-    p.add_argument("--model", default=None, help="model folder (default: bundled checkpoints of --split)")
+    p.add_argument("--task", choices=("kernel", "tile"), default="kernel")
+    p.add_argument("--tpugraphs", default=None, help="tile task: evaluate on the published TpuGraphs tile files in DIR")
+    p.add_argument("--model", default=None, help="model folder (default: bundled checkpoints of --split; --task tile: the folder holding tile-<split>-<loss>)")
     p.add_argument("--data", default=None)
     p.add_argument("--split", choices=("random", "hard"), default="random")
     p.add_argument("--totals", type=int, default=0, metavar="N",
@@ -419,6 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_hlo)
     _add_data_commands(sub)
     _add_model_commands(sub)
+    _add_tile_commands(sub)
+    _add_autotune_command(sub)
     return parser
 
 
@@ -430,3 +451,202 @@ def _all_cores_flag(p: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return args.func(args)
+
+
+# ------------------------------------------------------------------------------ the tile task
+
+
+def _fail(err: BaseException) -> int:
+    print(f"error: {err}", file=sys.stderr)
+    return 2
+
+
+def cmd_collect_tiles(args: argparse.Namespace) -> int:
+    from tpucost import tile_data
+
+    try:
+        _label_mode(args)
+        ds = tile_data.collect_tiles(args.out, args.problems, args.seed, shard=args.shard, families=args.families,
+                                     max_configs=args.max_configs, repeats=args.repeats,
+                                     progress=not args.no_progress, max_load=args.max_load)
+    except (FileExistsError, ValueError, RuntimeError) as err:
+        return _fail(err)
+    print(json.dumps({"out": args.out, "problems": len(ds), "configs": int(sum(ds.configs_per_problem))}))
+    return 0
+
+
+def cmd_tile_noise(args: argparse.Namespace) -> int:
+    from tpucost import tile_data
+
+    try:
+        _label_mode(args)
+        report = tile_data.measure_tile_noise(args.dir or tile_data.default_tiles_dir(), args.sample, args.seed,
+                                              progress=not args.no_progress)
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        return _fail(err)
+    print(json.dumps({k: v for k, v in report.items() if k != "problems"}, indent=1))
+    return 0
+
+
+def _tile_dataset(args: argparse.Namespace):
+    from tpucost import tile_data
+
+    if getattr(args, "tpugraphs", None):
+        return tile_data.from_tpugraphs(args.tpugraphs)
+    return tile_data.load_tile_dataset(args.data)
+
+
+def cmd_train_tiles(args: argparse.Namespace) -> int:
+    from tpucost import checkpoint, train
+    from tpucost.tasks import tile as tile_task
+
+    try:
+        ds = _tile_dataset(args)
+        config = train.TrainConfig(model=tile_task.tile_model_config(ds), batch_size=16, epochs=args.epochs or 40,
+                                   patience=8)
+        if args.hidden is not None:
+            config = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=args.hidden))
+        if args.smoke:
+            config = dataclasses.replace(config, epochs=2, model=dataclasses.replace(config.model, hidden=16))
+        out = args.out or str(checkpoint.bundled_checkpoints_dir())
+        report = tile_task.train_tile_models(ds, args.split, out, args.losses or tile_task.LOSS_NAMES, config,
+                                             progress=not args.no_progress)
+    except (FileNotFoundError, ValueError) as err:
+        return _fail(err)
+    print(json.dumps({"out": out, "split": args.split, "losses": report}, indent=1))
+    return 0
+
+
+def cmd_evaluate_tiles(args: argparse.Namespace) -> int:
+    from tpucost.tasks import tile as tile_task
+
+    try:
+        ds = _tile_dataset(args)
+        results = tile_task.evaluate_tile_models(ds, args.split, args.model)
+    except (FileNotFoundError, ValueError) as err:
+        return _fail(err)
+    return _emit(results, args.json, _print_table3)
+
+
+def _print_table3(results: dict) -> None:
+    print(f"{'model':<22} {'Kendall tau':>12} {'top-1':>8} {'top-5':>8} {'top-10':>8} {'kernels':>8}")
+    for name, r in results.items():
+        print(f"{name:<22} {r['kendall_mean']:>12.3f} {100 * r['top1']:>7.1f}% {100 * r['top5']:>7.1f}% "
+              f"{100 * r['top10']:>7.1f}% {r['n_kernels']:>8}")
+
+
+def _shape_arg(args: argparse.Namespace) -> tuple[int, ...]:
+    from tpucost import tiles
+
+    return tiles.parse_shape(args.family, args.shape)
+
+
+def cmd_suggest_tiles(args: argparse.Namespace) -> int:
+    from tpucost.tasks import tile as tile_task
+
+    try:
+        shape = _shape_arg(args)
+        suggestions = tile_task.suggest_tiles(args.family, shape, args.dtype, args.top, args.model)
+    except (FileNotFoundError, ValueError) as err:
+        return _fail(err)
+    result = {"family": args.family, "shape": list(shape), "dtype": args.dtype, "suggestions": suggestions}
+    return _emit(result, args.json, _print_configs("suggestions", "predicted_ns"))
+
+
+def cmd_measure_tiles(args: argparse.Namespace) -> int:
+    from tpucost import tiles
+
+    try:
+        _label_mode(args)
+        shape = _shape_arg(args)
+        configs = tiles.legal_configs(args.family, shape, args.dtype)
+        runtimes = tiles.measure_configs(args.family, shape, args.dtype, configs, repeats=args.repeats)
+    except (FileNotFoundError, ValueError) as err:
+        return _fail(err)
+    rows = sorted(({"config": c, "runtime_ns": t} for c, t in zip(configs, runtimes, strict=True)),
+                  key=lambda r: r["runtime_ns"])
+    result = {"family": args.family, "shape": list(shape), "dtype": args.dtype, "measurements": rows}
+    return _emit(result, args.json, _print_configs("measurements", "runtime_ns"))
+
+
+def _print_configs(key: str, value: str) -> Callable[[dict], None]:
+    def show(result: dict) -> None:
+        print(f"{result['family']} {tuple(result['shape'])} {result['dtype']}: {key}, best first")
+        for row in result[key]:
+            ms = "-" if row.get(value) is None else f"{row[value] / 1e6:.3f} ms"
+            print(f"  {json.dumps(row['config']):<48} {ms:>12}")
+    return show
+
+
+def _add_tile_commands(sub: argparse._SubParsersAction) -> None:
+    for name, func, what in (("suggest-tiles", cmd_suggest_tiles, "the tile model's best block shapes for a kernel"),
+                             ("measure-tiles", cmd_measure_tiles, "measure every legal block shape of a kernel")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("family", help="a Pallas family of tpucost.tiles.FAMILIES, e.g. matmul")
+        p.add_argument("--shape", required=True, help="the problem shape, e.g. 384,640,896 for matmul M,N,K")
+        p.add_argument("--dtype", default="float32")
+        p.add_argument("--json", action="store_true")
+        if name == "suggest-tiles":
+            p.add_argument("--top", type=int, default=5)
+            p.add_argument("--model", default=None, help="tile model checkpoint (default: bundled random split)")
+        else:
+            p.add_argument("--repeats", type=int, default=5, help="timed runs per configuration (runtime = min)")
+            _all_cores_flag(p)
+        p.set_defaults(func=func)
+
+
+# ------------------------------------------------------------------------------ the autotuner
+
+
+def cmd_autotune(args: argparse.Namespace) -> int:
+    """Device-only against model-guided search of the user's program at one device budget."""
+    try:
+        _label_mode(args)
+        from tpucost import autotune
+
+        autotune.load_tunable(args.program, args.space)  # a bad --program fails here, before any search
+        if args.seeds < 1 or args.budget_seconds <= 0:
+            raise ValueError("--seeds must be >= 1 and --budget-seconds > 0")
+        cost_model = None
+        if args.space == "program":
+            from tpucost.costmodel import CostModel
+
+            cost_model = CostModel.load(args.model)
+        result = autotune.autotune(args.program, args.space, args.budget_seconds, seeds=range(args.seeds),
+                                   search=args.search, n_candidates=args.candidates, cost_model=cost_model,
+                                   tile_model_dir=args.model if args.space == "tile" else None, repeats=args.repeats,
+                                   progress=not args.json)
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        return _fail(err)
+    return _emit(result.report, args.json, _print_autotune)
+
+
+def _print_autotune(r: dict) -> None:
+    print(f"{r['program']} ({r['space']} space, {r['space_size']} configurations), {r['budget_seconds']:g} device "
+          f"seconds per search, seeds {r['seeds']}; default {r['default_ns'] / 1e6:.3f} ms (fresh process)")
+    print(f"{'strategy':<14} {'start':<13} {'speedup':>8} {'min..max':>13} {'measured':>9} {'predicted':>10}  best config")
+    for strategy, starts in r["strategies"].items():
+        for start, e in starts.items():
+            spread = e["speedup_spread"]
+            print(f"{strategy:<14} {start:<13} {e['speedup_vs_default']:>7.3f}x {spread['min']:>6.3f}..{spread['max']:<6.3f}"
+                  f" {e['candidates_measured']:>9.1f} {e['candidates_predicted']:>10.1f}  {json.dumps(e['best_config'])}")
+    for start, c in r["model_guided_faster_than_device_only"].items():
+        print(f"model-guided vs device-only, {start}: {100 * c['mean']:+.1f}% (min {100 * c['min']:+.1f}%, "
+              f"max {100 * c['max']:+.1f}%)")
+
+
+def _add_autotune_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("autotune", help="model-guided against device-only search of a program's configurations")
+    p.add_argument("--space", choices=("program", "tile"), default="program",
+                   help="program: NAME.space knobs x XLA compile options; tile: block shapes of NAME.kernels")
+    p.add_argument("--program", required=True, help="FILE.py:NAME or example:transformer|mixer|tiled_mlp")
+    p.add_argument("--budget-seconds", type=float, required=True, help="device seconds (compile + run) per search")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
+    p.add_argument("--search", choices=("anneal", "random"), default="anneal")
+    p.add_argument("--candidates", type=int, default=None,
+                   help="candidates the model scores per search (default 100 program, 2000 tile)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per measured candidate (minimum)")
+    p.add_argument("--model", default=None, help="kernel model folder (program) or tile model checkpoint (tile)")
+    p.add_argument("--json", action="store_true")
+    _all_cores_flag(p)
+    p.set_defaults(func=cmd_autotune)

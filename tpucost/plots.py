@@ -321,7 +321,8 @@ def top_k_curves(curves: dict[str, Sequence[float]], ax: plt.Axes | None = None,
         ks = np.arange(1, len(values) + 1)
         ax.plot(ks, 100.0 * np.asarray(values, dtype=float), marker="o", label=name)
     ax.set_xlabel("k (configurations measured, best predicted first)")
-    ax.set_ylabel("slowdown vs the true best (%)")
+    ax.set_ylabel("slowdown vs the true best (%, symlog scale)")
+    ax.set_yscale("symlog", linthresh=1.0)  # 0 stays visible; 1% .. 1000% on one axis
     ax.set_title(title)
     ax.set_ylim(bottom=0)
     ax.legend()

@@ -138,6 +138,7 @@ __all__ = [
     "NOISE_FILE",
     "measure_tile_noise",
     "noise_floor",
+    "family_table",
 ]
 
 TILE_SCHEMA_VERSION = 1
@@ -1083,3 +1084,21 @@ def noise_floor(ds: TileDataset) -> dict[str, Any] | None:
         return None
     report = _read_json(Path(ds.root) / NOISE_FILE)
     return {k: report[k] for k in ("kendall_mean", "top1", "top5", "top10", "n_kernels") if k in report}
+
+
+def family_table(ds: TileDataset) -> Any:
+    """One row per family: problems, configurations, median runtime (ms) and the median over its
+    problems of slowest / fastest configuration (a pandas DataFrame, for notebooks)."""
+    import pandas as pd
+
+    rows: dict[str, dict[str, list[float]]] = {}
+    for i in range(len(ds)):
+        r = ds.runtime_ns(i)
+        row = rows.setdefault(str(ds.family[i]), {"configs": [], "runtime": [], "spread": []})
+        row["configs"].append(len(r))
+        row["runtime"].extend(r.tolist())
+        row["spread"].append(float(r.max() / r.min()))
+    return pd.DataFrame({family: {"problems": len(v["configs"]), "configurations": int(sum(v["configs"])),
+                                  "median runtime (ms)": float(np.median(v["runtime"]) / 1e6),
+                                  "median slowest / fastest": float(np.median(v["spread"]))}
+                         for family, v in rows.items()}).T

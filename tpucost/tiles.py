@@ -127,7 +127,7 @@ backend.
 
 Measuring (`measure_configs`)
 -----------------------------
-Each config is compiled once (``jax.jit(fn).lower(*args).compile()``), run ``warmup`` times, then
+Each config is compiled once (`tpucost.measure.compile_fn`), run ``warmup`` times, then
 timed ``repeats`` times with `tpucost.measure.wall_time_ns`; the label is the minimum, in ns.
 """
 
@@ -150,7 +150,7 @@ from jax.experimental.pallas import tpu as pltpu
 from tpucost.features import KernelGraph, featurize
 from tpucost.hlo import Computation, Instruction, Module, parse_module
 from tpucost.kernels import Kernel
-from tpucost.measure import wall_time_ns
+from tpucost.measure import compile_fn, wall_time_ns
 
 __all__ = [
     "VMEM_BUDGET_BYTES",
@@ -1091,7 +1091,7 @@ def measure_configs(
     """Runtime in ns of each config: the minimum wall time over `repeats` runs, after `warmup`.
 
     Each config is checked first (ValueError for an illegal one), then built for the default
-    backend, compiled once (``jax.jit(fn).lower(*args).compile()``) and timed with
+    backend, compiled once (`tpucost.measure.compile_fn`) and timed with
     `tpucost.measure.wall_time_ns`. The arguments are created once per problem. With
     ``budget_s``, a slow config gets fewer runs (at least one): as many as fit in ``budget_s``
     seconds at the speed of its last warm-up run (a run of 0.5 s or more varies far less, in
@@ -1106,7 +1106,7 @@ def measure_configs(
     args = _make_args(fam, shape, dt)
     times = []
     for fn in fns:
-        compiled = jax.jit(fn).lower(*args).compile()
+        compiled = compile_fn(fn, args)
         runs = repeats
         for _ in range(warmup):
             t0 = time.perf_counter()

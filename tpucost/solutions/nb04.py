@@ -21,9 +21,8 @@ def exercise_1() -> dict[str, Any]:
 
 
 def _test_scores(result: train.TrainResult, ds: tile_data.TileDataset, split: data.Split) -> dict[str, Any]:
-    test = [int(i) for i in split.test]
-    scores = tile_task.predict_scores(result.model, [ds.graph(i) for i in test], [ds.config_features(i) for i in test])
-    return evaluate.ranking_metrics(scores, [ds.runtime_ns(i) for i in test])
+    scores = tile_task.dataset_scores(result.model, ds, split.test)
+    return evaluate.ranking_metrics(scores, [ds.runtime_ns(int(i)) for i in split.test])
 
 
 def exercise_2(ds: tile_data.TileDataset, split: data.Split, config: train.TrainConfig,

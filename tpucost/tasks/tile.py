@@ -15,6 +15,7 @@ and all of them, in chunks, at prediction).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,10 @@ __all__ = [
     "default_tile_model_dir",
     "load_tile_model",
     "suggest_tiles",
+    "dataset_scores",
+    "analytical_scores",
+    "MODEL_NAMES",
+    "seed_summary",
 ]
 
 #: Losses a tile model can be trained with (`tpucost.losses.LOSSES`); "mse" is the regression baseline.
@@ -78,10 +83,11 @@ def _config_bucket(needed: int) -> int:
 
 
 def _padded_batch(graphs: Sequence[features.KernelGraph], rows: Sequence[np.ndarray], targets: Sequence[np.ndarray],
-                  num_graphs: int, num_nodes: int, num_edges: int, num_configs: int) -> TileBatch:
-    """Pad G kernels (graphs, config feature rows [C_g, Fc], targets [C_g]) to fixed sizes."""
-    gt = features.to_graphs_tuple(graphs)
-    padded, graph_mask, node_mask = features.pad_to_bucket(gt, [num_nodes], [num_edges], [num_graphs])
+                  sizes: tuple[list[int], list[int], list[int]], num_configs: int) -> TileBatch:
+    """Pad G kernels (graphs, config feature rows [C_g, Fc], targets [C_g]) to ``sizes`` (from
+    `features.shared_buckets`) and ``num_configs`` configurations each."""
+    padded, graph_mask, node_mask = features.pad_to_bucket(features.to_graphs_tuple(graphs), *sizes)
+    num_graphs = len(graph_mask)
     width = rows[0].shape[1]
     feats = np.zeros((num_graphs, num_configs, width), np.float32)
     mask = np.zeros((num_graphs, num_configs), bool)
@@ -96,17 +102,12 @@ def _padded_batch(graphs: Sequence[features.KernelGraph], rows: Sequence[np.ndar
 def _stack(per_device: list[tuple[list, list, list]]) -> TileBatch:
     """Pad the per-device chunks to common sizes and stack them along a leading [D] axis."""
     real = [c for c in per_device if c[0]]
-    num_nodes = features.bucket(max(sum(g.num_nodes for g in c[0]) for c in real) + 1,
-                                features.DEFAULT_NODE_BUCKETS, "nodes")
-    num_edges = features.bucket(max(sum(g.num_edges for g in c[0]) for c in real),
-                                features.DEFAULT_EDGE_BUCKETS, "edges")
-    num_graphs = features.bucket(max(max(len(c[0]) for c in real) + 1, 2), features.DEFAULT_GRAPH_BUCKETS,
-                                 "graphs")
+    sizes = features.shared_buckets([c[0] for c in per_device])
     num_configs = _config_bucket(max(len(r) for c in real for r in c[1]))
     out = []
     for chunk in per_device:
         empty = not chunk[0]
-        batch = _padded_batch(*(real[0] if empty else chunk), num_graphs, num_nodes, num_edges, num_configs)
+        batch = _padded_batch(*(real[0] if empty else chunk), sizes, num_configs)
         if empty:  # a device without kernels: a copy of another with every mask False
             batch = batch._replace(node_mask=np.zeros_like(batch.node_mask), graph_mask=np.zeros_like(batch.graph_mask),
                                    config_mask=np.zeros_like(batch.config_mask))
@@ -206,16 +207,15 @@ def predict_scores(model: nnx.Module, graphs: Sequence[features.KernelGraph], co
         parts = []
         for start in range(0, len(rows), chunk):
             r = np.asarray(rows[start : start + chunk], np.float32)
-            n_nodes = features.bucket(graph.num_nodes + 1, features.DEFAULT_NODE_BUCKETS, "nodes")
-            n_edges = features.bucket(graph.num_edges, features.DEFAULT_EDGE_BUCKETS, "edges")
-            batch = _padded_batch([graph], [r], [np.zeros(len(r), np.float32)], 2, n_nodes, n_edges,
+            batch = _padded_batch([graph], [r], [np.zeros(len(r), np.float32)], features.shared_buckets([[graph]]),
                                   _config_bucket(len(r)))
             parts.append(np.asarray(_scores_jit(model, batch))[0, : len(r)])
         out.append(np.concatenate(parts).astype(np.float64))
     return out
 
 
-def _dataset_scores(model: nnx.Module, dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+def dataset_scores(model: nnx.Module, dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+    """`predict_scores` for the kernels ``part`` of a data set (every configuration of each)."""
     part = [int(i) for i in part]
     return predict_scores(model, [dataset.graph(i) for i in part], [dataset.config_features(i) for i in part])
 
@@ -231,8 +231,14 @@ def default_tile_model_dir(split: str = "random", loss: str = DEFAULT_LOSS) -> P
 
 
 def load_tile_model(path: str | os.PathLike | None = None) -> tuple[nnx.Module, dict[str, Any]]:
-    """Load a tile model checkpoint -> (model, task metadata). Default: the bundled random-split rank model."""
+    """Load a tile model -> (model, its config.json with the task metadata: loss, norm, features).
+
+    ``path`` is a checkpoint folder or a training workdir holding ``best/``; default: the bundled
+    random-split rank model.
+    """
     path = Path(path or default_tile_model_dir())
+    if (path / train.BEST_DIR).is_dir():  # a training workdir: its best model
+        path = path / train.BEST_DIR
     saved = checkpoint.load(path)
     if saved.task != "tile":
         raise ValueError(f"checkpoint {path} is a {saved.task!r} model, not a tile model")
@@ -250,7 +256,8 @@ def train_tile_model(dataset: tile_data.TileDataset, split: tile_data.Split, los
 def train_tile_models(dataset: tile_data.TileDataset, split_name: str, out_dir: str | os.PathLike,
                       loss_names: Sequence[str] = LOSS_NAMES, config: train.TrainConfig | None = None,
                       seed: int = 0, progress: bool = True) -> dict[str, dict[str, Any]]:
-    """Train one model per loss on one split; each lands in ``out_dir/tile-<split>-<loss>/best``.
+    """Train one model per loss on one split, each in the workdir ``out_dir/tile-<split>-<loss>``
+    (best model in its ``best/``; a killed run resumes there).
 
     Returns ``{loss: {"seconds", "best_epoch", "best_val_loss"}}``.
     """
@@ -264,50 +271,88 @@ def train_tile_models(dataset: tile_data.TileDataset, split_name: str, out_dir: 
     return report
 
 
-def _analytical_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+def analytical_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+    """The analytical tile model's runtime estimates (ns) for every configuration of the kernels ``part``."""
     model = analytical.AnalyticalTileModel()
     return [model.predict_ns(str(dataset.family[i]), tiles.parse_shape(str(dataset.family[i]), str(dataset.shape[i])),
                              str(dataset.dtype[i]), dataset.configs(int(i))) for i in part]
 
 
-def evaluate_tile_models(dataset: tile_data.TileDataset, split_name: str,
-                         model_dirs: dict[str, str | os.PathLike] | None = None, seed: int = 0) -> dict[str, Any]:
-    """Table 3 on the TEST kernels of one split: every model in ``model_dirs`` (name -> checkpoint),
-    the analytical tile model (tpucost data only) and a random ranking (seeded).
+#: Table 3 row name of the model trained with each loss.
+MODEL_NAMES: dict[str, str] = {"hinge": "gnn_rank", "logistic": "gnn_logistic", "listwise": "gnn_listwise",
+                               "mse": "gnn_mse"}
 
-    Default ``model_dirs``: the bundled ``gnn_rank`` (hinge), ``gnn_logistic``, ``gnn_listwise`` and
-    ``gnn_mse`` models of this split that exist.
+
+def evaluate_tile_models(dataset: tile_data.TileDataset, split_name: str, model_root: str | os.PathLike | None = None,
+                         seed: int = 0) -> dict[str, Any]:
+    """Table 3 on the TEST kernels of one split: `tpucost.evaluate.ranking_metrics` of every tile
+    model ``model_root/tile-<split>-<loss>`` there is (default root: the bundled checkpoints), named
+    by `MODEL_NAMES`; the analytical tile model (tpucost data only); and a random ranking (seeded).
     """
     split = tile_data.split(dataset, split_name, seed=seed)
     test = [int(i) for i in split.test]
     runtimes = [dataset.runtime_ns(i) for i in test]
-    if model_dirs is None:
-        names = {"gnn_rank": "hinge", "gnn_logistic": "logistic", "gnn_listwise": "listwise", "gnn_mse": "mse"}
-        model_dirs = {k: default_tile_model_dir(split_name, v) for k, v in names.items()
-                      if default_tile_model_dir(split_name, v).is_dir()}
+    root = Path(model_root) if model_root is not None else checkpoint.bundled_checkpoints_dir()
     out: dict[str, Any] = {}
-    for name, path in model_dirs.items():
-        model, _ = load_tile_model(path)
-        out[name] = evaluate.ranking_metrics(_dataset_scores(model, dataset, test), runtimes)
+    for loss, name in MODEL_NAMES.items():
+        path = root / f"tile-{split_name}-{loss}"
+        if path.is_dir():
+            model, _ = load_tile_model(path)
+            out[name] = evaluate.ranking_metrics(dataset_scores(model, dataset, test), runtimes)
     if dataset.source == "tpucost":
-        out["analytical"] = evaluate.ranking_metrics(_analytical_scores(dataset, test), runtimes)
+        out["analytical"] = evaluate.ranking_metrics(analytical_scores(dataset, test), runtimes)
     rng = np.random.default_rng(seed)
     out["random"] = evaluate.ranking_metrics([rng.random(len(r)) for r in runtimes], runtimes)
     return out
 
 
+def _runtime_ns(meta: dict[str, Any], scores: np.ndarray) -> np.ndarray:
+    """Runtimes (ns) from the scores of a model trained with MSE on standardised log runtime."""
+    norm = TargetNorm(float(meta["norm"]["mean"]), float(meta["norm"]["std"]))
+    return np.exp(norm.decode(scores))
+
+
 def suggest_tiles(family: str, shape: Sequence[int], dtype: str = "float32", top: int = 5,
-                  model_dir: str | os.PathLike | None = None, backend: str | None = None) -> list[dict[str, Any]]:
+                  model_dir: str | os.PathLike | None = None, runtime_model_dir: str | os.PathLike | None = None,
+                  backend: str | None = None) -> list[dict[str, Any]]:
     """The ``top`` legal configurations of a new kernel by the tile model's score, best first.
 
-    Returns ``[{"config": {...}, "score": float}]``; the score orders configurations of THIS kernel
-    only (a rank model's scores are not runtimes).
+    Returns ``[{"config": {...}, "score": float, "predicted_ns": float | None}]``. The order comes
+    from the rank model (``model_dir``, default the bundled random-split hinge model); a rank
+    model's scores order the configurations of ONE kernel but are not runtimes, so
+    ``predicted_ns`` comes from the regression (MSE) tile model (``runtime_model_dir``, default
+    the bundled one of the random split; None when there is none).
     """
-    model, _ = load_tile_model(model_dir)
-    configs = tiles.legal_configs(family, tuple(shape), dtype, backend)
+    shape = tuple(int(d) for d in shape)
+    model, meta = load_tile_model(model_dir)
+    configs = tiles.legal_configs(family, shape, dtype, backend)
     if not configs:
-        raise ValueError(f"{family} {tuple(shape)} {dtype} has no legal block configuration")
-    rows = np.stack([tiles.config_features(family, tuple(shape), dtype, c) for c in configs])
-    scores = predict_scores(model, [tiles.kernel_graph(family, tuple(shape), dtype)], [rows])[0]
+        raise ValueError(f"{family} {shape} {dtype} has no legal block configuration")
+    graph = tiles.kernel_graph(family, shape, dtype)
+    rows = np.stack([tiles.config_features(family, shape, dtype, c) for c in configs])
+    scores = predict_scores(model, [graph], [rows])[0]
+    predicted: np.ndarray | None = _runtime_ns(meta, scores) if meta.get("loss") == "mse" else None
+    runtime_dir = Path(runtime_model_dir) if runtime_model_dir else default_tile_model_dir("random", "mse")
+    if predicted is None and runtime_dir.is_dir():
+        runtime_model, runtime_meta = load_tile_model(runtime_dir)
+        predicted = _runtime_ns(runtime_meta, predict_scores(runtime_model, [graph], [rows])[0])
     order = np.argsort(scores, kind="stable")[: max(int(top), 1)]
-    return [{"config": configs[i], "score": float(scores[i])} for i in order]
+    return [{"config": configs[i], "score": float(scores[i]),
+             "predicted_ns": None if predicted is None else float(predicted[i])} for i in order]
+
+
+def seed_summary(path: str | os.PathLike | None = None) -> Any:
+    """The spread of Table 3 over several random splits (written by ``tools/tile_seeds.py``; default:
+    the bundled ``tile_seeds.json``) as a DataFrame: per model the mean, min and max Kendall tau and
+    the mean top-1 slowdown (%); None when the file does not exist."""
+    import pandas as pd
+
+    path = Path(path) if path is not None else checkpoint.bundled_checkpoints_dir() / "tile_seeds.json"
+    if not path.is_file():
+        return None
+    report = json.loads(path.read_text())
+    seeds = [r["split_seed"] for r in report["runs"]]
+    return pd.DataFrame({name: {"Kendall mean": m["kendall_mean"]["mean"], "Kendall min": m["kendall_mean"]["min"],
+                                "Kendall max": m["kendall_mean"]["max"], "top1 % (mean)": 100 * m["top1"]["mean"],
+                                "test kernels (all splits)": m["test_kernels"]}
+                         for name, m in report["summary"].items()}).T.rename_axis(f"random splits {seeds}")

@@ -1,0 +1,258 @@
+"""The autotuner (`tpucost.autotune`): strategies, the device budget, the paper's protocol, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tpucost import autotune, cli, tiles
+from tpucost.tasks import tile as tile_task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TARGET = (2, 5, 0, 3)
+
+
+def _space(choices: int = 6, knobs: int = 4) -> autotune.Space:
+    return autotune.Space({f"k{i}": list(range(choices)) for i in range(knobs)})
+
+
+def _cost(config) -> float:
+    """A separable bowl with its minimum 1.0 at TARGET (knob values are their indices)."""
+    return 1.0 + sum((config[f"k{i}"] - t) ** 2 for i, t in enumerate(TARGET[: len(config)]))
+
+
+class Synthetic:
+    """A fake evaluator: cost(config) [+ noise], ``seconds`` per call, and a log of what it saw."""
+
+    def __init__(self, cost=_cost, seconds=lambda config: 0.25, uses_device=True):
+        self.cost, self.seconds, self.uses_device = cost, seconds, uses_device
+        self.calls: list[dict] = []
+
+    def __call__(self, config):
+        self.calls.append(dict(config))
+        return autotune.Evaluation(float(self.cost(config)), float(self.seconds(config)))
+
+
+def test_space_keys_defaults_and_neighbours():
+    space = _space()
+    assert space.size == 6**4 and space.default == {"k0": 0, "k1": 0, "k2": 0, "k3": 0}
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        c = space.random(rng)
+        assert space.config(space.key(c)) == c
+        n = space.neighbor(c, rng)
+        assert sum(n[k] != c[k] for k in c) == 1
+    with pytest.raises(ValueError, match="not one of its choices"):
+        space.key({"k0": 9, "k1": 0, "k2": 0, "k3": 0})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_simulated_annealing_finds_the_optimum_of_a_synthetic_cost(seed):
+    space = _space()
+    for start in (space.default, space.random(np.random.default_rng(seed + 10))):
+        order = autotune.run_search(space, Synthetic(), "anneal", start, np.random.default_rng(seed), max_candidates=300)
+        assert min(ev.cost_ns for _, ev in order) == 1.0
+        assert len({space.key(c) for c, _ in order}) == len(order)  # no candidate evaluated twice
+
+
+def test_random_search_covers_a_small_space_without_repeats():
+    space = _space(choices=3, knobs=3)
+    order = autotune.run_search(space, Synthetic(), "random", space.default, np.random.default_rng(0), max_candidates=100)
+    assert len(order) == 27 and order[0][0] == space.default  # exhausted: every configuration once, start first
+    assert min(ev.cost_ns for _, ev in order) == 1.0
+
+
+def test_a_strategy_plugs_in_through_the_protocol():
+    class Sweep:  # tries knob values in order: any propose/observe pair is a strategy
+        def __init__(self, space, start, rng):
+            self.keys = iter(space.all_keys())
+            self.space = space
+
+        def propose(self, progress):
+            key = next(self.keys, None)
+            return None if key is None else self.space.config(key)
+
+        def observe(self, config, cost):
+            pass
+
+    space = _space(choices=2, knobs=3)
+    order = autotune.run_search(space, Synthetic(), Sweep, space.default, np.random.default_rng(0), max_candidates=99)
+    assert len(order) == 8
+
+
+@pytest.mark.parametrize("strategy", ["anneal", "random"])
+def test_the_device_budget_is_respected(strategy):
+    space = _space()
+    seconds = lambda c: 0.2 + 0.1 * c["k0"]  # noqa: E731  (0.2 .. 0.7 s per candidate)
+    budget = 5.0
+    run = autotune.device_only_search(space, Synthetic(seconds=seconds), space.default, budget, strategy, seed=1)
+    longest = 0.7
+    assert budget <= run.device_seconds <= budget + longest
+    assert run.device_seconds == pytest.approx(sum(seconds(c) for c, _, _ in run.measured))
+    run = autotune.model_guided_search(space, Synthetic(uses_device=False), Synthetic(seconds=seconds), space.default,
+                                       budget, n_candidates=200, strategy=strategy, seed=1)
+    assert budget <= run.device_seconds <= budget + longest
+    assert run.search_seconds > 0 and len(run.predicted) == 200
+
+
+def test_model_guided_measures_only_the_top_predicted_candidates():
+    space = _space()
+    rng = np.random.default_rng(0)
+    noise = {space.key(space.config(k)): float(rng.uniform(0, 3)) for k in space.all_keys()}
+    predictor = Synthetic(cost=lambda c: _cost(c) + noise[space.key(c)], uses_device=False)  # an imperfect model
+    measurer = Synthetic()
+    run = autotune.model_guided_search(space, predictor, measurer, space.default, budget_s=2.0, n_candidates=150, seed=3)
+    ranked = [c for c, _ in sorted(run.predicted, key=lambda p: p[1])]
+    assert len(run.predicted) == 150 and len(run.measured) == 8  # 2.0 s at 0.25 s each
+    assert measurer.calls == ranked[:8]  # exactly the best-predicted ones, best first
+    assert [c for c, _, _ in run.measured] == ranked[:8]
+
+
+def test_with_a_good_model_model_guided_beats_device_only_from_random_starts():
+    """The protocol's point, on a synthetic cost where the model is the truth plus noise."""
+    space = _space(choices=8, knobs=4)
+    rng = np.random.default_rng(1)
+    noise = {k: float(rng.normal(0, 0.5)) for k in space.all_keys()}
+    predictor = Synthetic(cost=lambda c: _cost(c) + noise[space.key(c)], uses_device=False)
+    gains = []
+    for seed in range(3):
+        start = space.random(np.random.default_rng([seed, 1]))
+        device = autotune.device_only_search(space, Synthetic(), start, 3.0, "anneal", seed)
+        guided = autotune.model_guided_search(space, predictor, Synthetic(), start, 3.0, 400, "anneal", seed)
+        gains.append(device.best_measured_ns / guided.best_measured_ns)
+    assert np.mean(gains) > 1.5, gains
+
+
+def test_load_tunable_program_and_tile_spaces():
+    t = autotune.load_tunable("example:transformer", "program")
+    assert set(t.space.knobs) == {"remat_0", "remat_1", "remat_2", "remat_3", "xla"}
+    assert t.space.default["xla"] == "default" and t.space.default["remat_0"] == "none"
+    assert t.compiler_options({**t.space.default, "xla": "no_fusion"}) == {"xla_disable_hlo_passes": "fusion"}
+    t = autotune.load_tunable("example:mixer", "program")
+    assert t.space.knobs["scan_unroll"] == (1, 2, 4)
+    t = autotune.load_tunable("example:tiled_mlp", "tile")
+    assert list(t.space.knobs) == ["mm1", "ln", "mm2", "softmax"]
+    for name, (family, shape, dtype) in t.kernels.items():
+        tiles.check_config(family, shape, dtype, t.space.default[name])  # the default is legal
+    assert t.space.default["mm1"] == {"bm": 128, "bn": 128, "bk": 128}
+
+
+def test_program_evaluators_on_a_built_in_example():
+    t = autotune.load_tunable("example:mixer", "program")
+    measurer = autotune.DeviceEvaluator(t, repeats=2)
+    ev = measurer(t.space.default)
+    assert ev.cost_ns > 0 and 0 < ev.compile_seconds < ev.seconds
+    from tpucost.costmodel import CostModel
+
+    predictor = autotune.ProgramPredictor(t, CostModel.load(calibrated=False))
+    first = predictor(t.space.default)
+    assert first.cost_ns > 0 and first.compile_seconds > 0
+    again = predictor(t.space.default)
+    assert again.cached and again.seconds == 0 and again.cost_ns == first.cost_ns
+    assert predictor.counter.candidates == 1
+
+
+def test_tile_predictor_scores_without_compiling():
+    if not tile_task.default_tile_model_dir().is_dir():
+        pytest.fail(f"the bundled tile model is part of the package: {tile_task.default_tile_model_dir()} is missing")
+    t = autotune.load_tunable("example:tiled_mlp", "tile")
+    predictor = autotune.TilePredictor(t)
+    rng = np.random.default_rng(0)
+    configs = [t.space.random(rng) for _ in range(20)]
+    costs = [predictor(c).cost_ns for c in configs]
+    assert all(np.isfinite(costs)) and all(c > 0 for c in costs)
+    assert all(ev.compile_seconds == 0 for ev in predictor.cache.values())
+    cold = autotune.TilePredictor(t, batched=False)
+    assert cold(configs[0]).cost_ns == pytest.approx(costs[0], rel=1e-4)
+
+
+TINY = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def tiny(config):
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((64, 64)), jnp.float32)
+    act = jnp.tanh if config["act"] == "tanh" else jax.nn.relu
+    return (lambda x: act(x @ x).sum()), (x,)
+
+
+tiny.space = {"act": ["tanh", "relu"]}
+'''
+
+ENTRY_KEYS = {"best_config", "best_measured_ns", "speedup_vs_default", "device_seconds", "candidates_measured",
+              "candidates_predicted"}
+
+
+def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "tpucost", "autotune", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300, check=False)
+
+
+@pytest.mark.timeout(300)
+def test_cli_json_on_a_tiny_program_with_a_fresh_process_remeasurement(tmp_path):
+    (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
+    proc = _run_cli("--space", "program", "--program", "tiny.py:tiny", "--budget-seconds", "0.3", "--seeds", "1",
+                    "--candidates", "4", "--repeats", "2", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert {"space", "program", "default_ns", "strategies"} <= set(report)
+    assert report["space"] == "program" and report["program"] == "tiny.py:tiny" and report["default_ns"] > 0
+    assert set(report["strategies"]) == {"device_only", "model_guided"}
+    for strategy, starts in report["strategies"].items():
+        assert set(starts) == {"from_default", "from_random"}
+        for entry in starts.values():
+            assert ENTRY_KEYS <= set(entry)
+            assert set(entry["best_config"]) == {"act", "xla"}
+            assert entry["speedup_vs_default"] == pytest.approx(report["default_ns"] / entry["best_measured_ns"])
+            assert entry["candidates_measured"] >= 1
+            assert (entry["candidates_predicted"] == 4) == (strategy == "model_guided")
+            assert entry["candidates_predicted"] in (0, 4)
+    fresh = report["fresh_process"]
+    assert fresh["pid"] != fresh["parent_pid"] and fresh["configs"] >= 1  # re-measured in another process
+
+
+def test_cli_bad_program_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "broken.py").write_text("raise ImportError('no such thing')\n")
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    for spec, expected in ((str(tmp_path / "nosuch.py:f"), "no such file"), ("example:nope", "no built-in example"),
+                           ("justaname", "expected FILE.py:NAME"), (str(tmp_path / "broken.py:f"), "importing"),
+                           (str(tmp_path / "plain.py:f"), "defines no 'f'"), (str(tmp_path / "plain.py:x"), "not callable")):
+        code = cli.main(["autotune", "--program", spec, "--budget-seconds", "1", "--all-cores"])
+        err = capsys.readouterr().err
+        assert code == 2, spec
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and expected in err, err
+    code = cli.main(["autotune", "--space", "tile", "--program", "example:mixer", "--budget-seconds", "1", "--all-cores"])
+    assert code == 2 and "NAME.kernels" in capsys.readouterr().err
+
+
+def test_cli_bad_program_in_a_fresh_process(tmp_path):
+    proc = _run_cli("--program", "nosuch.py:f", "--budget-seconds", "1", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["error: --program nosuch.py:f: no such file nosuch.py"]
+
+
+@pytest.mark.timeout(300)
+def test_nb05_solutions_run(tmp_path, capsys):
+    from tpucost.solutions import nb05
+
+    answer = nb05.exercise_1()
+    assert answer["size"] == 4**4 * len(autotune.compile_option_choices()) and answer["knobs"]["xla"] >= 1
+    (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
+    table = nb05.exercise_2(program=f"{tmp_path}/tiny.py:tiny", budget_s=0.3, seeds=(0,), n_candidates=3)
+    assert set(table["search"]) == {"anneal", "random"} and (table["speedup_vs_default"] > 0).all()
+    report = nb05.exercise_3(budget_s=0.3, n_candidates=3, folder=tmp_path)
+    assert set(report["strategies"]) == {"device_only", "model_guided"}
+    result = nb05.exercise_4(n_candidates=300)
+    assert result["synthetic_best"] == 1.0
+    assert "exercise" not in capsys.readouterr().err

@@ -1,0 +1,143 @@
+"""Solutions to the exercises of notebook 01 (from a JAX program to kernels). Each returns what it prints.
+
+The model is notebook 01's small CNN (`SmallCNN`), built here again so that every solution runs on
+its own: ``exercise_1(batch=2, image=8, channels=4)`` takes seconds on a laptop CPU.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from tpucost import features, hlo, kernels, programs
+from tpucost.measure import compile_fn
+
+#: Compile options that switch off XLA:CPU's library (YNNPACK/XNNPACK) fusions: the corpus's
+#: ``no_library_fusion`` configuration.
+NO_LIBRARY_FUSION = dict(programs.CONFIGURATIONS["no_library_fusion"].compiler_options)
+
+
+class SmallCNN(nnx.Module):
+    """Notebook 01's model: convolution, batch norm, ReLU, 2x2 pooling, a two-layer MLP head."""
+
+    def __init__(self, channels: int, rngs: nnx.Rngs, pool: str = "avg"):
+        self.conv = nnx.Conv(3, channels, (3, 3), rngs=rngs)
+        self.norm = nnx.BatchNorm(channels, use_running_average=True, rngs=rngs)
+        self.hidden = nnx.Linear(channels, 64, rngs=rngs)
+        self.out = nnx.Linear(64, 10, rngs=rngs)
+        self.pool = nnx.avg_pool if pool == "avg" else nnx.max_pool
+
+    def __call__(self, x):
+        x = nnx.relu(self.norm(self.conv(x)))
+        x = self.pool(x, (2, 2), strides=(2, 2)).mean(axis=(1, 2))
+        return jax.nn.log_softmax(self.out(nnx.gelu(self.hidden(x))))
+
+
+def compiled_hlo(batch: int = 8, image: int = 32, channels: int = 32, pool: str = "avg", seed: int = 0,
+                 compiler_options: Mapping[str, Any] | None = None) -> str:
+    """The optimized HLO text of `SmallCNN` for a ``batch x image x image x 3`` input."""
+    model = SmallCNN(channels, nnx.Rngs(seed), pool=pool)
+    x = jnp.ones((batch, image, image, 3))
+    return compile_fn(lambda x: model(x), (x,), compiler_options).as_text()
+
+
+def _kernels(text: str) -> list[kernels.Kernel]:
+    return kernels.decompose(hlo.parse_module(text))
+
+
+def _signature(k: kernels.Kernel) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """A kernel by what it does, not its name: kind and its ops (parameters left out)."""
+    ops = Counter(n.opcode for n in k.nodes if n.opcode != "parameter")
+    return k.kind, tuple(sorted(ops.items()))
+
+
+def exercise_1(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str, Any]:
+    """Average against max pooling: the kernels that differ and the opcodes only one of them has."""
+    ks = {pool: _kernels(compiled_hlo(batch, image, channels, pool)) for pool in ("avg", "max")}
+    opcodes = {pool: Counter(n.opcode for k in kk for n in k.nodes) for pool, kk in ks.items()}
+    sigs = {pool: Counter(_signature(k) for k in kk) for pool, kk in ks.items()}
+    answer = {
+        "kernels": {pool: len(kk) for pool, kk in ks.items()},
+        "changed_kernels": {pool: sorted(k.name for k in kk if sigs[pool][_signature(k)] >
+                                         sigs["max" if pool == "avg" else "avg"][_signature(k)])
+                            for pool, kk in ks.items()},
+        "only_with_max_pool": sorted(set(opcodes["max"]) - set(opcodes["avg"])),
+        "only_with_avg_pool": sorted(set(opcodes["avg"]) - set(opcodes["max"])),
+    }
+    print(answer)
+    return answer
+
+
+def exercise_2(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str, int]:
+    """Kernels with XLA's fusion pass on (the default) and off (``xla_disable_hlo_passes=fusion``)."""
+    answer = {"default": len(_kernels(compiled_hlo(batch, image, channels))),
+              "fusion_off": len(_kernels(compiled_hlo(batch, image, channels,
+                                                      compiler_options={"xla_disable_hlo_passes": "fusion"})))}
+    print(answer)
+    return answer
+
+
+def _largest_fusion(ks: list[kernels.Kernel]) -> kernels.Kernel:
+    fused = [k for k in ks if k.opcode == "fusion"] or ks
+    return max(fused, key=lambda k: k.num_nodes)
+
+
+def exercise_3(sizes: tuple[tuple[int, int], tuple[int, int]] = ((8, 32), (16, 64)), channels: int = 32) -> list[str]:
+    """The feature columns of the largest fused kernel that change when (BATCH, IMAGE) changes."""
+    graphs = [features.featurize(_largest_fusion(_kernels(compiled_hlo(b, i, channels)))) for b, i in sizes]
+    a, b = (g.node_features for g in graphs)
+    if a.shape != b.shape:
+        raise ValueError(f"the largest fused kernel has {a.shape[0]} nodes at one size and {b.shape[0]} at the other")
+    changed = [name for j, name in enumerate(features.NODE_FEATURE_NAMES) if not np.allclose(a[:, j], b[:, j])]
+    print(f"{len(changed)} columns change:", changed)
+    return changed
+
+
+def exercise_4(text: str | None = None) -> dict[str, Any]:
+    """Kernels of the module as the CLI counts them, then the error for a corrupted line.
+
+    The corruption deletes the ``=`` of the ROOT instruction of the entry computation; the parser
+    names the line and column (``python -m tpucost hlo FILE`` prints ``FILE:LINE:COLUMN: message``).
+    """
+    text = text or compiled_hlo(2, 8, 4)
+    module = hlo.parse_module(text)
+    lines = text.splitlines()
+    entry = next(i for i, ln in enumerate(lines) if ln.startswith("ENTRY"))
+    root = next(i for i in range(entry, len(lines)) if lines[i].lstrip().startswith("ROOT"))
+    broken = lines.copy()
+    broken[root] = broken[root].replace(" = ", " ", 1)
+    try:
+        hlo.parse_module("\n".join(broken))
+    except hlo.HloParseError as err:
+        error = {"line": err.line, "column": err.column, "message": str(err)}
+    else:  # pragma: no cover - the parser accepts no such module
+        raise AssertionError("the corrupted module parsed")
+    answer = {"kernels": len(kernels.decompose(module)), "corrupted_line": root + 1, "error": error}
+    print(answer)
+    return answer
+
+
+def exercise_5(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str, Any]:
+    """The convolution's ``window`` attribute against its window feature columns.
+
+    With XLA:CPU's defaults the convolution is a node inside a YNNPACK fusion (kind ``kCustom``);
+    with the library fusions off (`NO_LIBRARY_FUSION`) it is a kernel of its own. Either way its
+    features are those of the ``convolution`` node. Window sizes are stored as ``log1p``.
+    """
+    answer: dict[str, Any] = {}
+    for name, options in (("default", None), ("library fusions off", NO_LIBRARY_FUSION)):
+        ks = _kernels(compiled_hlo(batch, image, channels, compiler_options=options))
+        kernel, node = next((k, i) for k in ks for i, n in enumerate(k.nodes) if n.opcode == "convolution")
+        window = kernel.nodes[node].attributes["window"]
+        row = features.featurize(kernel).node_features[node]
+        cols = [features.NODE_FEATURE_NAMES.index(f"window_size{d}") for d in range(window.rank)]
+        answer[name] = {"kernel": kernel.name, "kind": kernel.kind, "window_size": tuple(window.size),
+                        "from_features": tuple(int(round(float(np.expm1(row[c])))) for c in cols)}
+    print(answer)
+    return answer

@@ -1,0 +1,151 @@
+"""Solutions to the exercises of notebook 03 (training and evaluating the cost model). Each returns what it prints.
+
+The training exercises compare short runs: one run per setting says little, because two seeds of
+the same setting differ too. They train every setting with several seeds and report the mean and
+the spread; a difference smaller than the spread is noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+import pandas as pd
+from flax import nnx
+
+from tpucost import costmodel, data, evaluate, features, train
+from tpucost.features import KernelGraph
+from tpucost.models import GraphSAGE, ModelConfig
+from tpucost.tasks import kernel
+
+
+def sage_layer_by_hand(layer: Any, h: jax.Array, senders: jax.Array, receivers: jax.Array,
+                       reduce: str = "sum") -> jax.Array:
+    """One GraphSAGE layer of `tpucost.models` (``neighbours="both"``) written out with jraph's segment ops.
+
+    For each direction (a node's operands: edges j -> i; its users: edges i -> j), a message
+    ``relu(W' h_j + b')`` per edge, reduced per node (sum, mean or max; 0 for a node without such
+    neighbours); then ``relu(W [h_i, from operands, from users] + b)``, scaled to unit length.
+    """
+    n = h.shape[0]
+
+    def dense(linear: Any, x: jax.Array) -> jax.Array:
+        return x @ linear.kernel[...] + linear.bias[...]
+
+    parts = [h]
+    for direction, (src, dst) in (("operands", (senders, receivers)), ("users", (receivers, senders))):
+        messages = jax.nn.relu(dense(layer.msg[direction], h))[src]  # one row per edge
+        degree = jraph.segment_sum(jnp.ones(src.shape, h.dtype), dst, n)
+        if reduce == "max":
+            agg = jnp.where(degree[:, None] > 0, jraph.segment_max(messages, dst, n), 0.0)
+        else:
+            agg = jraph.segment_sum(messages, dst, n)
+            if reduce == "mean":
+                agg = agg / jnp.maximum(degree, 1.0)[:, None]
+        parts.append(agg)
+    out = jax.nn.relu(dense(layer.combine, jnp.concatenate(parts, axis=-1)))
+    return out / jnp.sqrt(jnp.maximum(jnp.sum(out * out, axis=-1, keepdims=True), 1e-12))
+
+
+def exercise_1(graphs: Sequence[KernelGraph], reduce: str = "mean", hidden: int = 16, seed: int = 0) -> float:
+    """The hand-written layer with ``reduce`` ("mean" or "max") against the library's: largest difference."""
+    model = GraphSAGE(ModelConfig(hidden=hidden, num_layers=1, reduce=reduce), nnx.Rngs(seed))
+    batch, _, _ = features.pad_to_bucket(features.to_graphs_tuple(list(graphs)))
+    h0 = model.encoder(batch.nodes["opcode"], batch.nodes["features"])
+    mine = sage_layer_by_hand(model.layers[0], h0, batch.senders, batch.receivers, reduce)
+    library = model.layers[0](h0, batch.senders, batch.receivers)
+    diff = float(jnp.max(jnp.abs(mine - library)))
+    print(f"reduce={reduce}: largest difference from models._SAGELayer {diff:.2e}")
+    return diff
+
+
+def exercise_2(ds: data.KernelDataset, max_programs: int | None = None) -> pd.DataFrame:
+    """Table 2 of the bundled models on the random split (held-out programs) and the hard split
+    (held-out families), side by side. ``max_programs`` scores only that many test programs per split."""
+    rows = {}
+    for split_name in ("random", "hard"):
+        split = data.split(ds, split_name)
+        if max_programs is not None:
+            split = dataclasses.replace(split, test_programs=split.test_programs[:max_programs])
+        model_dir = costmodel.default_model_dir(split_name)
+        for method in kernel.METHODS:
+            m = kernel.evaluate_split(ds, split, kernel.load_method(model_dir, method).predict)
+            rows[(method, split_name)] = {"MAPE >=5us (%)": m["mape_ge5us"], "Kendall tau": m["kendall_median"],
+                                          "test programs": m["n_programs"]}
+    table = pd.DataFrame(rows).T.unstack()
+    print(table.round(3).to_string())
+    return table
+
+
+def exercise_3(ds: data.KernelDataset, split: data.Split,
+               predict: Callable[[list[KernelGraph]], np.ndarray]) -> dict[str, Any]:
+    """Per kernel kind: the median error on the test kernels and how many training kernels it has.
+
+    Returns the table and Kendall's tau between the two columns (negative: rarer kinds, larger errors).
+    """
+    test = np.asarray(split.test)
+    pred = predict([ds.graph(int(i)) for i in test])
+    table = evaluate.error_by_kind(pred, ds.runtime_ns[test], ds.kind[test])
+    train_counts = pd.Series(ds.kind[split.train]).value_counts()
+    table["train kernels"] = [int(train_counts.get(k, 0)) for k in table.index]
+    tau = evaluate.kendall_tau(table["median_ape"], table["train kernels"])
+    print(table[["median_ape", "count", "train kernels"]].round(1).to_string())
+    print(f"Kendall tau (median APE vs training kernels of the kind): {tau:.2f}")
+    return {"table": table, "kendall_tau": tau}
+
+
+def brief_runs(ds: data.KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
+               models: dict[str, ModelConfig], seeds: Sequence[int] = (0, 1), train_kernels: int = 4000,
+               epochs: int = 8) -> pd.DataFrame:
+    """Notebook 03's brief training run for each model config and seed: best validation loss, epoch, seconds.
+
+    Each seed draws its own training kernels and initialisation.
+    """
+    rows = []
+    for name, model_config in models.items():
+        for seed in seeds:
+            subset = np.random.default_rng(seed).choice(train_idx, size=min(train_kernels, len(train_idx)),
+                                                        replace=False)
+            task = kernel.KernelTask.fit(ds, subset, model_config)
+            config = train.TrainConfig(model=model_config, epochs=epochs, patience=epochs, seed=seed)
+            start = time.perf_counter()
+            result = train.train_and_evaluate(task, config, subset, val_idx, progress=False)
+            rows.append({"setting": name, "seed": seed, "best_val_loss": result.best_val_loss,
+                         "best_epoch": result.best_epoch, "seconds": time.perf_counter() - start})
+    return pd.DataFrame(rows)
+
+
+def _summary(runs: pd.DataFrame) -> pd.DataFrame:
+    summary = runs.groupby("setting", sort=False)["best_val_loss"].agg(["mean", "std", "min", "max"])
+    print(summary.round(4).to_string())
+    print("A difference between settings smaller than the spread (std, min-max) between seeds is noise.")
+    return summary
+
+
+def exercise_4(ds: data.KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
+               reduces: Sequence[str] = ("sum", "mean", "max"), seeds: Sequence[int] = (0, 1, 2),
+               base: ModelConfig | None = None, train_kernels: int = 4000, epochs: int = 8) -> pd.DataFrame:
+    """The neighbour reduction (sum, mean, max), each trained with several seeds."""
+    base = base or ModelConfig(hidden=64, num_layers=3)
+    runs = brief_runs(ds, train_idx, val_idx, {r: dataclasses.replace(base, reduce=r) for r in reduces},
+                      seeds, train_kernels, epochs)
+    _summary(runs)
+    return runs
+
+
+def exercise_5(ds: data.KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
+               poolings: Sequence[tuple[str, ...]] = (("sum", "max"), ("mean",), ("mean", "max")),
+               seeds: Sequence[int] = (0, 1, 2), base: ModelConfig | None = None, train_kernels: int = 4000,
+               epochs: int = 8) -> pd.DataFrame:
+    """Graph pooling: with and without the sum (which carries the kernel's size), several seeds each."""
+    base = base or ModelConfig(hidden=64, num_layers=3)
+    runs = brief_runs(ds, train_idx, val_idx, {"+".join(p): dataclasses.replace(base, pooling=tuple(p))
+                                               for p in poolings}, seeds, train_kernels, epochs)
+    _summary(runs)
+    return runs
