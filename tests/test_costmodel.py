@@ -176,4 +176,6 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
     bad.write_text("HloModule m\nENTRY e {\n  ROOT x = f32[] frob()\n}\n")
     assert cli.main(["predict", "--model", str(out), str(bad)]) == 2
     with pytest.raises(SystemExit):
-        cli.main(["evaluate", "--task", "tile", "--model", str(out)])
+        cli.main(["evaluate", "--task", "layout", "--model", str(out)])  # no such task
+    assert cli.main(["evaluate", "--task", "tile", "--model", str(out)]) == 2  # kernel models are not tile models
+    assert "no tile models" in capsys.readouterr().err

@@ -54,8 +54,8 @@ def test_nb01_solutions_run(capsys):
 
     small = {"batch": 2, "image": 8, "channels": 4}
     answer = nb01.exercise_1(**small)
-    assert answer["only_with_max_pool"], "max pooling needs an op that average pooling does not"
-    assert set(answer["kernels"]) == {"avg", "max"}
+    assert answer["changed_kernels"] and answer["opcode_difference"].get("multiply", 0) < 0  # no multiply by 1/4
+    assert answer["kernels"]["avg"] == answer["kernels"]["max"]
     counts = nb01.exercise_2(**small)
     assert counts["fusion_off"] > counts["default"] > 0
     changed = nb01.exercise_3(((2, 8), (4, 16)), channels=4)
@@ -67,7 +67,7 @@ def test_nb01_solutions_run(capsys):
     for compiled in window.values():
         assert compiled["window_size"] == compiled["from_features"] == (3, 3)
     assert window["library fusions off"]["kind"] == "convolution"
-    assert "only_with_max_pool" in capsys.readouterr().out
+    assert "opcode_difference" in capsys.readouterr().out
 
 
 @pytest.fixture(scope="module")
@@ -106,18 +106,19 @@ def test_nb03_solutions_run(bundled_kernels, capsys):
     ds = bundled_kernels
     split = data.split(ds, "random")
     graphs = [ds.graph(int(i)) for i in split.test[:6]]
-    for reduce in ("sum", "mean", "max"):
+    for reduce in ("mean", "max"):  # "sum" is written out in the notebook itself
         assert nb03.exercise_1(graphs, reduce=reduce) < 1e-5
-    table = nb03.exercise_2(ds, max_programs=2)
-    assert set(table.columns.get_level_values(1)) == {"random", "hard"} and len(table) == 3
+    table = nb03.exercise_2(ds, max_programs=1, methods=("analytical", "gnn"))
+    assert set(table.columns.get_level_values(1)) == {"random", "hard"} and list(table.index) == ["analytical", "gnn"]
     test = dataclasses.replace(split, test=split.test[:200])
     analytical = costmodel.CostModel.load(method="analytical", calibrated=False).predict
     rarity = nb03.exercise_3(ds, test, analytical)
     assert -1 <= rarity["kendall_tau"] <= 1 and (rarity["table"]["train kernels"] >= 0).all()
-    tiny = {"base": ModelConfig(opcode_embed=8, hidden=16, num_layers=1), "seeds": (0, 1),
-            "train_kernels": 48, "epochs": 1}
-    runs = nb03.exercise_4(ds, split.train, split.val[:32], reduces=("sum", "max"), **tiny)
-    assert len(runs) == 4 and (runs["best_val_loss"] > 0).all()
-    runs = nb03.exercise_5(ds, split.train, split.val[:32], poolings=(("sum", "max"), ("mean",)), **tiny)
-    assert list(runs["setting"].unique()) == ["sum+max", "mean"]
+    # One tiny run each (the notebook's defaults train every setting with three seeds).
+    tiny = {"base": ModelConfig(opcode_embed=8, hidden=16, num_layers=1), "seeds": (0,), "train_kernels": 48,
+            "epochs": 1}
+    runs = nb03.exercise_4(ds, split.train, split.val[:32], reduces=("max",), **tiny)
+    assert list(runs["setting"]) == ["max"] and (runs["best_val_loss"] > 0).all()
+    runs = nb03.exercise_5(ds, split.train, split.val[:32], poolings=(("mean",),), **tiny)
+    assert list(runs["setting"]) == ["mean"] and (runs["best_val_loss"] > 0).all()
     assert "spread" in capsys.readouterr().out

@@ -631,7 +631,7 @@ def _train_step(loss: Callable[..., jax.Array], optimizer: optax.GradientTransfo
     return step
 
 
-_TRANSFORMER = {"layers": 4, "dim": 128, "heads": 4, "mlp": 512, "seq": 64, "batch": 8, "vocab": 256}
+_TRANSFORMER = {"layers": 4, "dim": 128, "heads": 4, "mlp": 512, "seq": 64, "batch": 2, "vocab": 256}
 
 
 @functools.cache
@@ -663,7 +663,7 @@ def _attention_block(p: Mapping[str, jax.Array], x: jax.Array, heads: int) -> ja
 
 def transformer(config: Mapping[str, Any]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """A 4-layer causal transformer language model's adam train step (dim 128, 4 heads, MLP 512,
-    8 x 64 tokens); ``config["remat_<i>"]`` is layer i's `jax.checkpoint` policy (`REMAT_POLICIES`)."""
+    2 x 64 tokens); ``config["remat_<i>"]`` is layer i's `jax.checkpoint` policy (`REMAT_POLICIES`)."""
     h = _TRANSFORMER
     policies = [config.get(f"remat_{i}", "none") for i in range(h["layers"])]
     blocks = [_remat(functools.partial(_attention_block, heads=h["heads"]), p) for p in policies]
@@ -681,7 +681,7 @@ def transformer(config: Mapping[str, Any]) -> tuple[Callable[..., Any], tuple[An
 
 transformer.space = {f"remat_{i}": list(REMAT_POLICIES) for i in range(_TRANSFORMER["layers"])}
 
-_MIXER = {"blocks": 4, "tokens": 64, "patch": 48, "channels": 128, "token_mlp": 128, "channel_mlp": 256, "batch": 16,
+_MIXER = {"blocks": 4, "tokens": 64, "patch": 48, "channels": 128, "token_mlp": 128, "channel_mlp": 256, "batch": 4,
           "classes": 10}
 
 
@@ -705,7 +705,7 @@ def _mixer_args() -> tuple[Any, ...]:
 
 def mixer(config: Mapping[str, Any]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """An MLP-mixer classifier's adam train step (4 blocks in a `lax.scan`, 64 tokens x 128 channels,
-    batch 16): ``config["remat_token"]`` / ``["remat_channel"]`` are the `jax.checkpoint` policies of
+    batch 4): ``config["remat_token"]`` / ``["remat_channel"]`` are the `jax.checkpoint` policies of
     the token- and channel-mixing MLPs, ``config["scan_unroll"]`` the scan's unroll."""
     token_mlp = _remat(lambda p, y: jnp.swapaxes(jax.nn.gelu(jnp.swapaxes(y, 1, 2) @ p["t1"]) @ p["t2"], 1, 2),
                        config.get("remat_token", "none"))

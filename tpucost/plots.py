@@ -6,7 +6,7 @@ notebooks stay one call per picture.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
@@ -35,6 +35,7 @@ __all__ = [
     "learning_curves",
     "predicted_vs_measured",
     "error_by_kind",
+    "program_kernels",
     "tile_landscape",
     "top_k_curves",
 ]
@@ -79,7 +80,10 @@ def draw_kernel(kernel: Kernel, ax: plt.Axes | None = None, max_label: int = 18)
     labels = {i: f"{d['opcode'][:max_label]}\n{d['shape'][:max_label]}" for i, d in graph.nodes(data=True)}
     nx.draw_networkx(graph, pos, ax=ax, labels=labels, node_color=colors, node_size=1600, font_size=7,
                      edgecolors="#495057", arrowsize=12)
-    ax.set_title(f"kernel {kernel.name} ({kernel.kind}): {kernel.num_nodes} ops, {kernel.num_edges} edges")
+    ops = sum(1 for n in kernel.nodes if n.opcode != "parameter")
+    inputs = kernel.num_nodes - ops
+    ax.set_title(f"kernel {kernel.name} ({kernel.kind}): {ops} ops + {inputs} input{'s' if inputs != 1 else ''} "
+                 f"(parameter nodes), {kernel.num_edges} edges")
     ax.axis("off")
     return ax
 
@@ -188,6 +192,8 @@ def additivity_hist(table: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes
     ax.axvspan(*ADDITIVE, color="#2a9d8f", alpha=0.12, label=f"{ADDITIVE[0]}-{ADDITIVE[1]}: adds up")
     ax.axvline(1.0, color="#264653", lw=1)
     ax.set_xlabel("sum of kernel labels / program wall time")
+    ax.set_ylabel("program family")
+    ax.set_title(f"additivity of {len(table):,} measured (program, configuration) pairs")
     ax.legend(loc="lower right")
     return ax
 
@@ -201,6 +207,8 @@ def runtime_by(frame: pd.DataFrame, by: str, ax: plt.Axes | None = None, top: in
     sns.boxplot(data=frame[frame[by].isin(order)], x="runtime_ns", y=by, order=order, ax=ax,
                 log_scale=True, color="#bde0fe", fliersize=1.5)
     ax.set_xlabel("kernel runtime (ns, log scale)")
+    shown = f"the {len(order)} largest of {frame[by].nunique()} {by} values" if frame[by].nunique() > len(order) else f"every {by}"
+    ax.set_title(f"kernel runtime by {by}: {int(frame[by].isin(order).sum()):,} kernels, {shown}")
     return ax
 
 
@@ -216,7 +224,8 @@ def opcode_frequencies(dataset: KernelDataset, ax: plt.Axes | None = None, top: 
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("nodes (log scale)")
-    ax.set_title("opcode frequencies over all kernel nodes")
+    shown = f"the {len(keep)} most frequent" if len(keep) == top else "every opcode"
+    ax.set_title(f"opcodes over all kernel nodes ({shown}; parameters left out)")
     return ax
 
 
@@ -227,6 +236,8 @@ def kernel_sizes(frame: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
     ax = _axes(ax, (7, 3.5))
     sns.histplot(data=frame, x="n_nodes", log_scale=True, bins=30, ax=ax, color="#6d597a")
     ax.set_xlabel("nodes per kernel (log scale)")
+    ax.set_ylabel("kernels")
+    ax.set_title(f"kernel size: {len(frame):,} kernels")
     return ax
 
 
@@ -242,53 +253,141 @@ def noise_scatter(rows: Sequence[dict], ax: plt.Axes | None = None) -> plt.Axes:
     ax.set_yscale("log")
     ax.set_xlabel("stored label (ns)")
     ax.set_ylabel("re-measured (ns)")
-    ax.set_title("label noise: the floor no model can beat")
+    rel = np.abs(new - old) / old
+    ax.set_title(f"label noise: {len(rows)} kernels re-measured, median {np.median(rel):.1%} apart")
     return ax
 
 
-def learning_curves(histories: dict[str, dict[str, list[float]]], ax: plt.Axes | None = None) -> plt.Axes:
-    """Train and validation loss per epoch for each model (``{"gnn": {"train_loss": [...], ...}}``)."""
-    ax = _axes(ax, (7, 4))
-    for (name, history), color in zip(histories.items(), ("#1d3557", "#e63946", "#2a9d8f", "#f4a261"), strict=False):
-        epochs = np.arange(1, len(history["train_loss"]) + 1)
-        ax.plot(epochs, history["train_loss"], color=color, ls="--", label=f"{name} train")
-        ax.plot(epochs, history["val_loss"], color=color, label=f"{name} validation")
+def learning_curves(histories: dict[str, dict[str, list[float]]], ax: plt.Axes | None = None,
+                    examples_per_epoch: Mapping[str, int] | None = None, noise_floor: float | None = None,
+                    title: str | None = None) -> plt.Axes:
+    """Train and validation loss of each model (``{"gnn": {"train_loss": [...], "val_loss": [...]}}``).
+
+    Against epochs, or, with ``examples_per_epoch`` (``{name: training kernels per epoch}``, every
+    name of ``histories``), against the training kernels seen, so that runs with epochs of
+    different sizes compare. ``noise_floor`` draws the loss a perfect model would still have
+    (e.g. the label noise in the same units) as a horizontal line. A dot marks each run's best
+    validation loss.
+    """
+    ax = _axes(ax, (7.5, 4.2))
+    colors = ("#1d3557", "#e63946", "#2a9d8f", "#f4a261", "#6d597a", "#8d99ae")
+    for (name, history), color in zip(histories.items(), colors, strict=False):
+        epochs = np.arange(1, len(history["train_loss"]) + 1, dtype=float)
+        x = epochs * examples_per_epoch[name] / 1e3 if examples_per_epoch is not None else epochs
+        ax.plot(x, history["train_loss"], color=color, ls="--", label=f"{name} train")
+        ax.plot(x, history["val_loss"], color=color, label=f"{name} validation")
+        best = int(np.argmin(history["val_loss"]))
+        ax.plot(x[best], history["val_loss"][best], "o", color=color, ms=5)
+    if noise_floor is not None:
+        ax.axhline(noise_floor, color="#6c757d", ls=":", lw=1.5, label="label noise (re-measured labels)")
     ax.set_yscale("log")
-    ax.set_xlabel("epoch")
+    if examples_per_epoch is not None:
+        ax.set_xscale("log")
+        ax.set_xlabel("training kernels seen (thousands, log scale)")
+    else:
+        ax.set_xlabel("epoch")
     ax.set_ylabel("MSE on standardised log runtime")
-    ax.legend()
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
     return ax
 
 
 def predicted_vs_measured(predictions: dict[str, np.ndarray], measured: np.ndarray,
-                          axes: Sequence[plt.Axes] | None = None) -> Sequence[plt.Axes]:
-    """One log-log scatter per method of predicted against measured kernel runtimes."""
+                          axes: Sequence[plt.Axes] | None = None, hexbin: bool = True,
+                          title: str | None = None) -> Sequence[plt.Axes]:
+    """Predicted against measured kernel runtimes, one log-log panel per method, on shared axes.
+
+    Each panel's title gives the method's MAPE (mean absolute percentage error over the kernels
+    shown, in %) and the share of kernels predicted within a factor of 2. The solid line is a
+    perfect prediction, the dashed ones a factor of 2 off. ``hexbin`` (default) counts kernels per
+    hexagonal cell on one colour scale for all panels (a scatter hides where most points lie);
+    ``hexbin=False`` draws a scatter. ``title`` goes above all panels (say which kernels they show).
+    """
+    from tpucost.evaluate import mape
+
+    measured = np.asarray(measured, dtype=np.float64)
     if axes is None:
-        _, axes = plt.subplots(1, len(predictions), figsize=(4.5 * len(predictions), 4.3), squeeze=False)
+        fig, axes = plt.subplots(1, len(predictions), figsize=(4.3 * len(predictions) + 0.8, 4.4), squeeze=False,
+                                 sharex=True, sharey=True)
         axes = axes[0]
-    lo, hi = measured.min() / 2, measured.max() * 2
-    for ax, (name, pred) in zip(axes, predictions.items(), strict=True):
-        ax.scatter(measured, pred, s=4, alpha=0.35, color="#1d3557")
-        ax.plot([lo, hi], [lo, hi], color="#e63946", lw=1)
-        for factor in (0.5, 2.0):
-            ax.plot([lo, hi], [lo * factor, hi * factor], color="#e63946", lw=0.5, ls=":")
+    else:
+        fig = axes[0].figure
+    preds = {name: np.asarray(p, dtype=np.float64) for name, p in predictions.items()}
+    lo = min(measured.min(), *(p[p > 0].min() for p in preds.values())) / 1.5
+    hi = max(measured.max(), *(p.max() for p in preds.values())) * 1.5
+    cells = []
+    for ax, (name, pred) in zip(axes, preds.items(), strict=True):
+        ok = pred > 0
+        if hexbin:
+            cells.append(ax.hexbin(measured[ok], pred[ok], xscale="log", yscale="log", bins="log", mincnt=1,
+                                   gridsize=40, cmap="viridis",
+                                   extent=(np.log10(lo), np.log10(hi), np.log10(lo), np.log10(hi))))
+        else:
+            ax.scatter(measured[ok], pred[ok], s=4, alpha=0.35, color="#1d3557")
+        ax.plot([lo, hi], [lo, hi], color="#e63946", lw=1.5, label="perfect")
+        for i, factor in enumerate((0.5, 2.0)):
+            ax.plot([lo, hi], [lo * factor, hi * factor], color="#e63946", lw=1.2, ls="--",
+                    label="2x off" if i == 0 else None)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("measured (ns)")
-        ax.set_ylabel("predicted (ns)")
-        ax.set_title(name)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("measured runtime (ns)")
+        within = 100 * np.mean((pred >= measured / 2) & (pred <= measured * 2))
+        ax.set_title(f"{name}: MAPE {mape(pred, measured):.0f}%, {within:.0f}% within 2x", fontsize=10)
+    axes[0].set_ylabel("predicted runtime (ns)")
+    axes[0].legend(loc="upper left", fontsize=8)
+    if cells:
+        top = max(float(np.max(c.get_array())) for c in cells)
+        for c in cells:
+            c.set_clim(1, top)
+        fig.colorbar(cells[-1], ax=list(axes), label="kernels per cell (log scale)", fraction=0.03, pad=0.02)
+    if title:
+        fig.suptitle(title, fontsize=11)
     return axes
 
 
-def error_by_kind(table: pd.DataFrame, ax: plt.Axes | None = None, top: int = 15) -> plt.Axes:
-    """Median absolute percentage error per kernel kind (rows of `tpucost.evaluate.error_by_kind`)."""
+def error_by_kind(table: pd.DataFrame, ax: plt.Axes | None = None, top: int = 15,
+                  noise: float | None = None, title: str | None = None) -> plt.Axes:
+    """Median absolute percentage error per kernel kind (rows of `tpucost.evaluate.error_by_kind`).
+
+    ``noise`` (percent) draws the label noise as a vertical line: an error near it is as good as
+    a second measurement. Compare panels on one x scale (``plt.subplots(..., sharex=True)``).
+    """
     frame = table.sort_values("count", ascending=False).head(top)
     ax = _axes(ax, (7, 0.35 * len(frame) + 1.5))
     ax.barh(frame.index.astype(str), frame["median_ape"], color="#457b9d")
     ax.invert_yaxis()
     ax.set_xlabel("median absolute percentage error (%)")
+    ax.set_ylabel("kernel kind")
     for y, (value, count) in enumerate(zip(frame["median_ape"], frame["count"], strict=True)):
         ax.text(value, y, f"  n={count}", va="center", fontsize=7)
+    if noise is not None:
+        ax.axvline(noise, color="#e76f51", ls=":", lw=1.5, label=f"label noise ({noise:.1f}%)")
+        ax.legend(loc="lower right", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def program_kernels(names: Sequence[str], runtimes_us: Mapping[str, Sequence[float]], ax: plt.Axes | None = None,
+                    title: str | None = None) -> plt.Axes:
+    """One row per kernel of a program, one bar per series (e.g. predicted and measured), in us (log scale)."""
+    series = {k: np.asarray(v, dtype=float) for k, v in runtimes_us.items()}
+    ax = _axes(ax, (8, 0.32 * len(names) * max(len(series), 1) / 2 + 1.8))
+    height = 0.8 / max(len(series), 1)
+    y = np.arange(len(names))
+    colors = ("#adb5bd", "#457b9d", "#e76f51", "#2a9d8f")
+    for i, ((label, values), color) in enumerate(zip(series.items(), colors, strict=False)):
+        ax.barh(y + (i - (len(series) - 1) / 2) * height, values, height=height, color=color, label=label)
+    ax.set_yticks(y, list(names), fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("kernel runtime (us, log scale)")
+    ax.legend(fontsize=8, loc="lower right")
+    if title:
+        ax.set_title(title, fontsize=10)
     return ax
 
 

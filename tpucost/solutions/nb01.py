@@ -58,18 +58,23 @@ def _signature(k: kernels.Kernel) -> tuple[str, tuple[tuple[str, int], ...]]:
 
 
 def exercise_1(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str, Any]:
-    """Average against max pooling: the kernels that differ and the opcodes only one of them has."""
+    """Average against max pooling: the kernels that change, and how their ops change.
+
+    Both pool with one ``reduce-window`` op; its reducer (``add`` or ``maximum``) is a computation
+    of its own (``to_apply``), not a node of the kernel. Average pooling then multiplies by 1/4
+    (a ``multiply`` with its ``broadcast`` constant); max pooling passes its initial value
+    (-inf) in as a ``parameter`` instead. ``opcode_difference`` is max minus avg over the kernels
+    that changed.
+    """
     ks = {pool: _kernels(compiled_hlo(batch, image, channels, pool)) for pool in ("avg", "max")}
-    opcodes = {pool: Counter(n.opcode for k in kk for n in k.nodes) for pool, kk in ks.items()}
     sigs = {pool: Counter(_signature(k) for k in kk) for pool, kk in ks.items()}
-    answer = {
-        "kernels": {pool: len(kk) for pool, kk in ks.items()},
-        "changed_kernels": {pool: sorted(k.name for k in kk if sigs[pool][_signature(k)] >
-                                         sigs["max" if pool == "avg" else "avg"][_signature(k)])
-                            for pool, kk in ks.items()},
-        "only_with_max_pool": sorted(set(opcodes["max"]) - set(opcodes["avg"])),
-        "only_with_avg_pool": sorted(set(opcodes["avg"]) - set(opcodes["max"])),
-    }
+    changed = {pool: [k for k in kk if sigs[pool][_signature(k)] > sigs["max" if pool == "avg" else "avg"][_signature(k)]]
+               for pool, kk in ks.items()}
+    ops = {pool: Counter(n.opcode for k in kk for n in k.nodes) for pool, kk in changed.items()}
+    difference = {op: ops["max"][op] - ops["avg"][op] for op in sorted(set(ops["max"]) | set(ops["avg"]))
+                  if ops["max"][op] != ops["avg"][op]}
+    answer = {"kernels": {pool: len(kk) for pool, kk in ks.items()},
+              "changed_kernels": sorted(k.name for k in changed["max"]), "opcode_difference": difference}
     print(answer)
     return answer
 
@@ -83,17 +88,19 @@ def exercise_2(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str,
     return answer
 
 
-def _largest_fusion(ks: list[kernels.Kernel]) -> kernels.Kernel:
+def richest_fusion(ks: list[kernels.Kernel]) -> kernels.Kernel:
+    """The fused kernel with the most different opcodes (notebook 01 draws and featurizes it)."""
     fused = [k for k in ks if k.opcode == "fusion"] or ks
-    return max(fused, key=lambda k: k.num_nodes)
+    return max(fused, key=lambda k: len({n.opcode for n in k.nodes}))
 
 
 def exercise_3(sizes: tuple[tuple[int, int], tuple[int, int]] = ((8, 32), (16, 64)), channels: int = 32) -> list[str]:
-    """The feature columns of the largest fused kernel that change when (BATCH, IMAGE) changes."""
-    graphs = [features.featurize(_largest_fusion(_kernels(compiled_hlo(b, i, channels)))) for b, i in sizes]
-    a, b = (g.node_features for g in graphs)
+    """The feature columns of the kernel section 5 shows (`richest_fusion`) that change when (BATCH, IMAGE) changes."""
+    first = richest_fusion(_kernels(compiled_hlo(*sizes[0], channels)))
+    second = next(k for k in _kernels(compiled_hlo(*sizes[1], channels)) if k.name == first.name)
+    a, b = (features.featurize(k).node_features for k in (first, second))
     if a.shape != b.shape:
-        raise ValueError(f"the largest fused kernel has {a.shape[0]} nodes at one size and {b.shape[0]} at the other")
+        raise ValueError(f"kernel {first.name} has {a.shape[0]} nodes at one size and {b.shape[0]} at the other")
     changed = [name for j, name in enumerate(features.NODE_FEATURE_NAMES) if not np.allclose(a[:, j], b[:, j])]
     print(f"{len(changed)} columns change:", changed)
     return changed

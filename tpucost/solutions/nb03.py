@@ -65,7 +65,8 @@ def exercise_1(graphs: Sequence[KernelGraph], reduce: str = "mean", hidden: int 
     return diff
 
 
-def exercise_2(ds: data.KernelDataset, max_programs: int | None = None) -> pd.DataFrame:
+def exercise_2(ds: data.KernelDataset, max_programs: int | None = None,
+               methods: Sequence[str] = kernel.METHODS) -> pd.DataFrame:
     """Table 2 of the bundled models on the random split (held-out programs) and the hard split
     (held-out families), side by side. ``max_programs`` scores only that many test programs per split."""
     rows = {}
@@ -74,7 +75,7 @@ def exercise_2(ds: data.KernelDataset, max_programs: int | None = None) -> pd.Da
         if max_programs is not None:
             split = dataclasses.replace(split, test_programs=split.test_programs[:max_programs])
         model_dir = costmodel.default_model_dir(split_name)
-        for method in kernel.METHODS:
+        for method in methods:
             m = kernel.evaluate_split(ds, split, kernel.load_method(model_dir, method).predict)
             rows[(method, split_name)] = {"MAPE >=5us (%)": m["mape_ge5us"], "Kendall tau": m["kendall_median"],
                                           "test programs": m["n_programs"]}
@@ -87,7 +88,8 @@ def exercise_3(ds: data.KernelDataset, split: data.Split,
                predict: Callable[[list[KernelGraph]], np.ndarray]) -> dict[str, Any]:
     """Per kernel kind: the median error on the test kernels and how many training kernels it has.
 
-    Returns the table and Kendall's tau between the two columns (negative: rarer kinds, larger errors).
+    Returns the table (with ``count``, the test kernels behind each median) and Kendall's tau between
+    the median error and the training kernels of a kind (negative would mean: rarer kinds, larger errors).
     """
     test = np.asarray(split.test)
     pred = predict([ds.graph(int(i)) for i in test])

@@ -299,6 +299,9 @@ def evaluate_tile_models(dataset: tile_data.TileDataset, split_name: str, model_
         if path.is_dir():
             model, _ = load_tile_model(path)
             out[name] = evaluate.ranking_metrics(dataset_scores(model, dataset, test), runtimes)
+    if not out:
+        raise ValueError(f"no tile models (tile-{split_name}-<loss> folders) in {root}; train them with "
+                         f"`python -m tpucost train --task tile --split {split_name} --out {root}`")
     if dataset.source == "tpucost":
         out["analytical"] = evaluate.ranking_metrics(analytical_scores(dataset, test), runtimes)
     rng = np.random.default_rng(seed)
