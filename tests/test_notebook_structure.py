@@ -20,8 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("0*.ipynb"))
 
-#: How an exercise opens: ``1. **Warm-up (5 min).**``, ``2. **Core (10-15 min).**``.
-EXERCISE = re.compile(r"^(\d+)\.\s+\*\*(Warm-up|Core|Stretch)\s*\((\d+)(?:\s*-\s*\d+)?\s*min\)")
+#: How an exercise opens: ``1. **Warm-up (5 min).**``, ``2. **Core (10-15 min, on a TPU).**``.
+EXERCISE = re.compile(r"^(\d+)\.\s+\*\*(Warm-up|Core|Stretch)\s*\((\d+)(?:\s*-\s*\d+)?\s*min\b[^)]*\)")
 NUMBERED = re.compile(r"^(\d+)\.\s")
 MINUTES_ROW = re.compile(r"^\|.*\b\d+(?:\s*-\s*\d+)?\s*min\b.*\|\s*$")
 #: How many markdown cells from the top may hold the opening (objectives, prerequisites, sections).
@@ -137,4 +137,6 @@ def test_the_structure_checks_catch_a_bad_notebook():
     good = "1. **Warm-up (5 min).** Count the kernels."
     assert EXERCISE.match(good).group(2, 3) == ("Warm-up", "5")
     assert EXERCISE.match("3. **Stretch (15-20 min).** Go further.").group(2) == "Stretch"
+    assert EXERCISE.match("4. **Core (30 min, on a Colab TPU).** Collect.").group(3) == "30"
+    assert not EXERCISE.match("5. **Core (a while).** No minutes.")
     assert MINUTES_ROW.match("| 1 | parse the HLO | 5 min |") and not MINUTES_ROW.match("| 1 | parse | five |")
