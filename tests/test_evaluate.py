@@ -13,7 +13,10 @@ from tpucost.evaluate import (
     error_by_kind,
     kendall_tau,
     mape,
+    ranking_metrics,
     runtime_metrics,
+    top_k_curve,
+    top_k_slowdown,
 )
 
 
@@ -115,9 +118,6 @@ def test_evaluate_scores_a_kernel_in_every_program_given():
     assert r["mape_lt5us"] == pytest.approx((55.0 + 130 / 3) / 2)  # P: (100 + 10) / 2, Q: (100 + 10 + 20) / 3
     assert r["per_family"]["gru"]["mape_lt5us"] == pytest.approx(130 / 3)
     assert r["per_family"]["cnn"]["n_kernels"] == 2
-
-
-from tpucost.evaluate import ranking_metrics, top_k_curve, top_k_slowdown  # noqa: E402
 
 
 def test_top_k_slowdown_by_hand():
