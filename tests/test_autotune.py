@@ -256,3 +256,96 @@ def test_nb05_solutions_run(tmp_path, capsys):
     result = nb05.exercise_4(n_candidates=300)
     assert result["synthetic_best"] == 1.0
     assert "exercise" not in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- reports and the bundled results
+
+
+def _report(program: str = "example:x", gains=(0.1, -0.05), noise: float | None = 0.02) -> dict:
+    """A small report of the shape `autotune` writes (two seeds)."""
+    entry = {"best_config": {"k": 1}, "best_measured_ns": 9.0, "speedup_vs_default": 1.1,
+             "speedup_spread": {"mean": 1.1, "min": 1.0, "max": 1.2, "std": 0.1}, "device_seconds": 5.0,
+             "candidates_measured": 3.0, "candidates_predicted": 0.0}
+    report = {"program": program, "space": "program", "default_ns": 10.0, "seeds": [0, 1], "budget_seconds": 5.0,
+              "strategies": {s: {st: dict(entry) for st in autotune.STARTS} for s in ("device_only", "model_guided")},
+              "model_guided_faster_than_device_only": {
+                  st: {"mean": float(np.mean(gains)), "min": min(gains), "max": max(gains)} for st in autotune.STARTS}}
+    if noise is not None:
+        report["noise"] = {"spread": noise}
+    return report
+
+
+def test_report_and_comparison_tables():
+    table = autotune.report_table(_report())
+    assert len(table) == 4 and set(table["strategy"]) == {"device_only", "model_guided"}
+    comparison = autotune.comparison_table({"a": _report("a"), "b": _report("b", noise=None)})
+    assert list(comparison["program"]) == ["a", "a", "b", "b"]
+    assert comparison["model vs device-only %"].iloc[0] == pytest.approx(2.5)
+    assert list(comparison["paper %"][:2]) == [2.0, 8.0]
+    assert comparison["noise floor %"].iloc[0] == pytest.approx(2.0) and np.isnan(comparison["noise floor %"].iloc[2])
+
+
+def test_bundled_reports_errors_name_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no autotuning reports"):
+        autotune.bundled_reports(tmp_path)
+    (tmp_path / "a.json").write_text('{"program": "a",\n "space": }')
+    with pytest.raises(ValueError, match=r"a\.json: line 2, column"):
+        autotune.bundled_reports(tmp_path)
+    (tmp_path / "a.json").write_text('{"program": "a"}')
+    with pytest.raises(ValueError, match=r"a\.json: not an autotuning report, missing \['default_ns'"):
+        autotune.bundled_reports(tmp_path)
+    (tmp_path / "a.json").write_text(json.dumps(_report("example:a")))
+    assert list(autotune.bundled_reports(tmp_path)) == ["example:a"]
+
+
+def test_speedup_panels_share_their_y_axis_within_a_space():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    tile = {**_report("c"), "space": "tile"}
+    fig = autotune.plot_speedup_panels({"a": _report("a"), "b": _report("b", noise=None), "c": tile})
+    left, right, third = fig.axes
+    assert left.get_shared_y_axes().joined(left, right)
+    assert not left.get_shared_y_axes().joined(left, third)
+    assert "a (program), 2 seeds" in left.get_title() and any("noise floor" in t.get_text()
+                                                                for t in left.get_legend().get_texts())
+
+
+def test_the_bundled_experiments_are_the_readmes():
+    """The README's autotuning results come from the bundled reports: one host, measured noise."""
+    reports = autotune.bundled_reports()
+    assert {"example:transformer", "example:mixer", "example:tiled_mlp"} <= set(reports)
+    assert len({r["device"] for r in reports.values()}) == 1, "one host for every bundled experiment"
+    readme = (ROOT / "README.md").read_text()
+    for program, r in reports.items():
+        assert len(r["seeds"]) >= 3 and r["noise"]["processes"] >= 2, program
+        for start, c in r["model_guided_faster_than_device_only"].items():
+            assert f"**{100 * c['mean']:+.1f}%**" in readme, (program, start)
+
+
+def test_measurement_noise_and_compare_predicted_and_measured(tmp_path):
+    (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
+    spec = f"{tmp_path}/tiny.py:tiny"
+    noise = autotune.measurement_noise(spec, processes=2, rounds=2)
+    assert len(noise["runtime_ns"]) == 2 and noise["spread"] >= 0 and noise["config"]["act"] == "tanh"
+    with pytest.raises(ValueError, match="processes"):
+        autotune.measurement_noise(spec, processes=1)
+    from tpucost.costmodel import CostModel
+
+    t = autotune.load_tunable(spec)
+    table = autotune.compare_predicted_and_measured(t, [t.space.default, {"act": "relu", "xla": "default"}],
+                                                    CostModel.load(calibrated=False), repeats=2)
+    assert list(table["act"]) == ["tanh", "relu"] and table["measured / first"].iloc[0] == 1.0
+    assert (table["predicted ms"] > 0).all() and (table["measured ms"] > 0).all()
+
+
+def test_progress_is_drawn_in_measured_milliseconds():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    run = autotune.SearchRun("device_only", "from_default", 0, {"k": 0})
+    run.measured = [({"k": 0}, 2e6, 1.0), ({"k": 1}, 3e6, 2.0), ({"k": 2}, 1.5e6, 3.0)]
+    ax = autotune.plot_progress([run], default_ns=1.8e6)
+    line, default = ax.get_lines()
+    assert list(line.get_ydata()[1:]) == [2.0, 2.0, 1.5]  # best so far, in ms, as measured
+    assert list(default.get_ydata()) == [1.8, 1.8] and "ms" in ax.get_ylabel()

@@ -3,7 +3,7 @@
 For each ``notebooks/0*.ipynb``: an opening markdown cell (the badge cell, or one of the first few
 markdown cells) with **Objectives**, **Prerequisites** and a table of sections with their minutes;
 a ``## Exercises`` section whose numbered exercises are each labelled Warm-up, Core or Stretch with
-a time estimate, followed by at least one self-check code cell; ``## Recap`` and ``## References``
+a time estimate, each with a self-check code cell that names it; ``## Recap`` and ``## References``
 headings; and for every numbered exercise N a function ``exercise_N`` in
 ``tpucost.solutions.nbNN`` (the solutions themselves run in tests/test_solutions.py).
 """
@@ -23,6 +23,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("0*.ipynb"))
 #: How an exercise opens: ``1. **Warm-up (5 min).**``, ``2. **Core (10-15 min, on a TPU).**``.
 EXERCISE = re.compile(r"^(\d+)\.\s+\*\*(Warm-up|Core|Stretch)\s*\((\d+)(?:\s*-\s*\d+)?\s*min\b[^)]*\)")
 NUMBERED = re.compile(r"^(\d+)\.\s")
+SELF_CHECK = re.compile(r"^#\s*Self-checks?\b", re.I)
 MINUTES_ROW = re.compile(r"^\|.*\b\d+(?:\s*-\s*\d+)?\s*min\b.*\|\s*$")
 #: How many markdown cells from the top may hold the opening (objectives, prerequisites, sections).
 OPENING_CELLS = 3
@@ -110,11 +111,26 @@ def test_each_exercise_is_graded_and_timed(path):
                             "'N. **Warm-up|Core|Stretch (M min).**'")
 
 
+def _self_checked(code_cells) -> set[int]:
+    """Exercise numbers that a self-check cell names: a comment line ``# Self-check 2: ...`` or
+    ``# Self-checks for exercises 2 and 3 ...``, in a cell that asserts or prints what to expect."""
+    numbers: set[int] = set()
+    for cell in code_cells:
+        if "assert" not in cell.source and "expect" not in cell.source.lower():
+            continue
+        for line in cell.source.splitlines():
+            if SELF_CHECK.match(line):
+                numbers |= {int(n) for n in re.findall(r"\b(\d+)\b", line.split(":")[0])}
+    return numbers
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_exercises_have_a_self_check_cell(path):
-    _, code = _section(_cells(path), "Exercises")
-    checks = [c for c in code if "assert" in c.source or "expect" in c.source.lower()]
-    assert checks, f"{path.name}: no self-check code cell (an assert or a printed expected range) after the exercises"
+def test_every_exercise_has_a_self_check_cell(path):
+    cells = _cells(path)
+    _, code = _section(cells, "Exercises")
+    missing = sorted(set(_exercises(cells)) - _self_checked(code))
+    assert not missing, (f"{path.name}: exercises {missing} have no self-check cell (a '# Self-check N' comment "
+                         "in a cell that asserts or prints what to expect)")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -133,7 +149,10 @@ def test_the_structure_checks_catch_a_bad_notebook():
     exercises = _exercises(nb.cells)
     assert sorted(exercises) == [1, 2] and all(m is None for m in exercises.values())
     _, code = _section(nb.cells, "Exercises")
-    assert not [c for c in code if "assert" in c.source or "expect" in c.source.lower()]
+    assert _self_checked(code) == set()
+    checks = [nbformat.v4.new_code_cell("# Self-checks for exercises 2 and 3: ...\nassert True"),
+              nbformat.v4.new_code_cell("# Self-check 1: nothing checked here\nprint(1)")]
+    assert _self_checked(checks) == {2, 3}
     good = "1. **Warm-up (5 min).** Count the kernels."
     assert EXERCISE.match(good).group(2, 3) == ("Warm-up", "5")
     assert EXERCISE.match("3. **Stretch (15-20 min).** Go further.").group(2) == "Stretch"

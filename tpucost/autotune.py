@@ -105,7 +105,15 @@ __all__ = [
     "autotune",
     "remeasure",
     "remeasure_in_fresh_process",
+    "BUNDLED_RESULTS",
+    "PAPER_MODEL_VS_DEVICE",
+    "bundled_reports",
+    "measurement_noise",
+    "report_table",
+    "comparison_table",
+    "compare_predicted_and_measured",
     "plot_speedups",
+    "plot_speedup_panels",
     "plot_progress",
 ]
 
@@ -1032,6 +1040,104 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
 
 
 # ---------------------------------------------------------------------------------------------
+# Reports: the bundled experiments, the noise floor, tables
+# ---------------------------------------------------------------------------------------------
+
+#: The experiments of the README's autotuning section, one ``python -m tpucost autotune --json``
+#: report per program (``<example name>.json``), with their provenance in ``README.md`` there.
+BUNDLED_RESULTS = Path(__file__).resolve().parent / "bundled" / "autotune"
+
+#: Kaufman et al. (MLSys 2021, Section 6.3): how much faster the model-guided search's
+#: configuration was than device-only's, on average, per start.
+PAPER_MODEL_VS_DEVICE = {"from_default": 0.02, "from_random": 0.08}
+
+
+def bundled_reports(folder: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+    """The bundled experiments' reports, by program (``"example:mixer"``, ...), program space first."""
+    folder = Path(folder) if folder is not None else BUNDLED_RESULTS
+    files = sorted(folder.glob("*.json"))
+    if not files:
+        raise FileNotFoundError(f"no autotuning reports (*.json) in {folder}")
+    reports: dict[str, dict[str, Any]] = {}
+    for f in files:
+        try:
+            report = json.loads(f.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{f}: line {err.lineno}, column {err.colno}: {err.msg}") from None
+        missing = {"program", "space", "default_ns", "strategies", "model_guided_faster_than_device_only"} - set(report)
+        if missing:
+            raise ValueError(f"{f}: not an autotuning report, missing {sorted(missing)}")
+        reports[report["program"]] = report
+    return dict(sorted(reports.items(), key=lambda item: (item[1]["space"], item[0])))
+
+
+def measurement_noise(spec: str, space: str = "program", processes: int = 3, rounds: int = 10,
+                      config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The noise floor of a reported runtime: ``config`` (default: the default configuration)
+    re-measured exactly as `autotune` reports it (`remeasure_in_fresh_process`, ``rounds`` rounds)
+    in ``processes`` separate fresh processes. ``spread`` = slowest / fastest - 1: speedups closer
+    to 1 than that cannot be told from noise."""
+    if processes < 2:
+        raise ValueError(f"processes must be >= 2 to see a spread, got {processes}")
+    tunable = load_tunable(spec, space)
+    config = dict(config) if config is not None else tunable.space.default
+    runtimes = [remeasure_in_fresh_process(tunable.spec, space, [config], rounds)["runtime_ns"][0]
+                for _ in range(processes)]
+    return {"config": config, "runtime_ns": runtimes, "processes": processes, "rounds": rounds,
+            "spread": max(runtimes) / min(runtimes) - 1.0}
+
+
+def report_table(report: Mapping[str, Any]) -> Any:
+    """One row per strategy and start: mean speedup over the default with its range over seeds,
+    device seconds, candidates measured and predicted, and the best seed's configuration (pandas)."""
+    import pandas as pd
+
+    rows = [{"strategy": strategy, "start": start, "speedup": e["speedup_vs_default"],
+             "min": e["speedup_spread"]["min"], "max": e["speedup_spread"]["max"],
+             "device s": e["device_seconds"], "measured": e["candidates_measured"],
+             "predicted": e["candidates_predicted"], "best config (best seed)": e["best_config"]}
+            for strategy, starts in report["strategies"].items() for start, e in starts.items()]
+    return pd.DataFrame(rows)
+
+
+def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
+    """The paper's comparison, one row per program and start: how much faster model + device's
+    configuration was than device-only's (per seed, then the mean, min and max over seeds, in %),
+    beside the paper's figure and, where the report has one (``"noise"``), the noise floor."""
+    import pandas as pd
+
+    rows = []
+    for program, r in reports.items():
+        for start, c in r["model_guided_faster_than_device_only"].items():
+            noise = r.get("noise", {}).get("spread")
+            rows.append({"program": program, "space": r["space"], "start": start, "seeds": len(r["seeds"]),
+                         "device only": r["strategies"]["device_only"][start]["speedup_vs_default"],
+                         "model + device": r["strategies"]["model_guided"][start]["speedup_vs_default"],
+                         "model vs device-only %": 100 * c["mean"], "min %": 100 * c["min"],
+                         "max %": 100 * c["max"], "paper %": 100 * PAPER_MODEL_VS_DEVICE[start],
+                         "noise floor %": math.nan if noise is None else 100 * noise})
+    return pd.DataFrame(rows)
+
+
+def compare_predicted_and_measured(tunable: Tunable, configs: Sequence[Mapping[str, Any]], cost_model: CostModel,
+                                   repeats: int = 5) -> Any:
+    """Each configuration predicted (`ProgramPredictor`) and measured (`DeviceEvaluator`): a
+    pandas table with the knobs, ``predicted ms``, ``measured ms``, ``compile s``, ``device s``
+    and ``measured / first`` (the first configuration is the reference, usually the default)."""
+    import pandas as pd
+
+    predict, measure = ProgramPredictor(tunable, cost_model), DeviceEvaluator(tunable, repeats=repeats)
+    rows = []
+    for config in configs:
+        p, m = predict(config), measure(config)
+        rows.append({**config, "predicted ms": p.cost_ns / 1e6, "measured ms": m.cost_ns / 1e6,
+                     "compile s": m.compile_seconds, "device s": m.seconds})
+    table = pd.DataFrame(rows)
+    table["measured / first"] = table["measured ms"] / table["measured ms"].iloc[0]
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
 # Figures (matplotlib, imported when drawing)
 # ---------------------------------------------------------------------------------------------
 
@@ -1050,15 +1156,40 @@ def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None =
         err = np.array([[m - e["speedup_spread"]["min"], e["speedup_spread"]["max"] - m] for m, e in zip(mean, entries, strict=True)]).T
         ax.bar(x + (j - 0.5) * 0.38, mean, 0.38, yerr=err, capsize=4, label=label)
     ax.axhline(1.0, color="k", lw=0.8)
+    noise = report.get("noise", {}).get("spread")
+    if noise is not None:  # the band within which a speedup cannot be told from noise
+        ax.axhspan(1.0 - noise, 1.0 + noise, color="0.85", zorder=0, label=f"noise floor ±{100 * noise:.1f}%")
     ax.set_xticks(x, [s.replace("_", " ") for s in starts])
     ax.set_ylabel("speedup over the default")
     ax.set_title(title or f"{report['program']} ({report['space']} space), {report['budget_seconds']:g} device s")
-    ax.legend()
+    ax.legend(fontsize=8)
     return ax
 
 
+def plot_speedup_panels(reports: Mapping[str, Mapping[str, Any]], title: str | None = None) -> Any:
+    """`plot_speedups` for several reports side by side, one panel per program; panels of the
+    same space share their y axis (program-space speedups are a few percent, tile-space ones 2x)."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(4.6 * len(reports), 3.8))
+    first_of_space: dict[str, Any] = {}
+    for i, (program, r) in enumerate(reports.items()):
+        ax = fig.add_subplot(1, len(reports), i + 1, sharey=first_of_space.get(r["space"]))
+        first_of_space.setdefault(r["space"], ax)
+        plot_speedups(r, ax, title=f"{program} ({r['space']}), {len(r['seeds'])} seeds, {r['budget_seconds']:g} s")
+        if ax is not first_of_space[r["space"]]:
+            ax.set_ylabel("")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def plot_progress(runs: Sequence[SearchRun], default_ns: float, ax: Any = None, title: str | None = None) -> Any:
-    """Best measured speedup so far (default / best ns) against device seconds, one line per search."""
+    """Best in-search runtime so far (ms) against device seconds, one line per search, with the
+    default's fresh-process runtime ``default_ns`` as a reference line. In-search figures are single
+    measurements taken minutes apart, so they are drawn as measured, not divided by a figure
+    measured at another time."""
     import matplotlib.pyplot as plt
 
     ax = ax or plt.subplots(figsize=(6, 3.5))[1]
@@ -1070,13 +1201,13 @@ def plot_progress(runs: Sequence[SearchRun], default_ns: float, ax: Any = None, 
         if not h:
             continue
         label = f"{r.strategy.replace('_', ' ')}, {r.start.replace('_', ' ')}"
-        ax.step([0.0] + [s for s, _ in h], [math.nan] + [default_ns / b for _, b in h], where="post",
+        ax.step([0.0] + [s for s, _ in h], [math.nan] + [b / 1e6 for _, b in h], where="post",
                 color=colors.get(r.strategy), ls=styles.get(r.start, "-"), alpha=0.8,
                 label=None if label in seen else label)
         seen.add(label)
-    ax.axhline(1.0, color="k", lw=0.8)
+    ax.axhline(default_ns / 1e6, color="k", lw=0.8, label="default (fresh process)")
     ax.set_xlabel("device seconds")
-    ax.set_ylabel("best speedup so far (in-search)")
+    ax.set_ylabel("best runtime so far (ms, in-search)")
     ax.set_title(title or "search progress")
     ax.legend(fontsize=8)
     return ax

@@ -615,7 +615,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         result = autotune.autotune(args.program, args.space, args.budget_seconds, seeds=range(args.seeds),
                                    search=args.search, n_candidates=args.candidates, cost_model=cost_model,
                                    tile_model_dir=args.model if args.space == "tile" else None, repeats=args.repeats,
-                                   progress=not args.json)
+                                   progress=True)  # to stderr: the JSON on stdout stays clean
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return _fail(err)
     return _emit(result.report, args.json, _print_autotune)
