@@ -404,7 +404,7 @@ def _additivity_reason(row: Any) -> str:
     if ADDITIVE[0] <= ratio <= ADDITIVE[1]:
         return ""
     if ratio < ADDITIVE[0] and wall < 300_000:
-        return "short program: per-run dispatch overhead (~50-150 us on CPU) is not in any kernel"
+        return "short program: the dispatch overhead of each kernel call is not in any kernel"
     if ratio < ADDITIVE[0]:
         return "time between kernels (executor scheduling, thread hand-offs) is not in any kernel"
     return "kernels overlapped (async work counted in two labels) or loop bodies measured per call"
