@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -203,8 +204,9 @@ def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_cli_json_on_a_tiny_program_with_a_fresh_process_remeasurement(tmp_path):
     (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
     proc = _run_cli("--space", "program", "--program", "tiny.py:tiny", "--budget-seconds", "0.3", "--seeds", "1",
-                    "--candidates", "4", "--repeats", "2", "--json", cwd=tmp_path)
+                    "--candidates", "4", "--repeats", "2", "--workdir", "work", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert len((tmp_path / "work" / autotune.JOURNAL_NAME).read_text().splitlines()) == 1 + 4  # resumable
     report = json.loads(proc.stdout)
     assert {"space", "program", "default_ns", "strategies"} <= set(report)
     assert report["space"] == "program" and report["program"] == "tiny.py:tiny" and report["default_ns"] > 0
@@ -349,3 +351,45 @@ def test_progress_is_drawn_in_measured_milliseconds():
     line, default = ax.get_lines()
     assert list(line.get_ydata()[1:]) == [2.0, 2.0, 1.5]  # best so far, in ms, as measured
     assert list(default.get_ydata()) == [1.8, 1.8] and "ms" in ax.get_ylabel()
+
+
+# ------------------------------------------------------------------------------------------ resuming
+
+
+def _tiny_autotune(spec: str, workdir: Path, **kw):
+    return autotune.autotune(spec, "program", 0.2, seeds=(0,), n_candidates=2, repeats=1, fresh_rounds=1,
+                             fresh_process=False, workdir=workdir, **kw)
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_autotune_resumes_from_its_journal(tmp_path, monkeypatch):
+    (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
+    spec, workdir = f"{tmp_path}/tiny.py:tiny", tmp_path / "work"
+    first = _tiny_autotune(spec, workdir)
+    journal = workdir / autotune.JOURNAL_NAME
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 1 + 4  # the header, then 2 starts x 2 strategies
+    # Killed while writing the third search: two complete lines and half of the next survive.
+    journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
+    ran = []
+    for name in ("device_only_search", "model_guided_search"):
+        original = getattr(autotune, name)
+
+        def recording(*args, _original=original, **kwargs):
+            run = _original(*args, **kwargs)
+            ran.append((run.start, run.strategy))
+            return run
+
+        monkeypatch.setattr(autotune, name, recording)
+    second = _tiny_autotune(spec, workdir)
+    assert ran == [(r.start, r.strategy) for r in first.runs[2:]]  # only the searches not journalled
+    assert [dataclasses.asdict(r) for r in second.runs[:2]] == [dataclasses.asdict(r) for r in first.runs[:2]]
+    assert len(journal.read_text().splitlines()) == 5
+    # Device accounting counts the resumed searches too.
+    assert second.report["rates"]["device"]["candidates"] >= sum(len(r.measured) for r in second.runs[:2])
+    with pytest.raises(ValueError, match=r"autotune-runs\.jsonl: written for another experiment \(budget_seconds"):
+        autotune.autotune(spec, "program", 0.5, seeds=(0,), n_candidates=2, repeats=1, fresh_process=False,
+                          workdir=workdir)
+    journal.write_text("not json\n")
+    with pytest.raises(ValueError, match=r"autotune-runs\.jsonl: line 1, column 1"):
+        _tiny_autotune(spec, workdir)

@@ -103,6 +103,7 @@ __all__ = [
     "default_tile_config",
     "Autotuning",
     "autotune",
+    "JOURNAL_NAME",
     "remeasure",
     "remeasure_in_fresh_process",
     "BUNDLED_RESULTS",
@@ -923,6 +924,106 @@ def _remeasure_main() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Resuming: a journal of completed searches
+# ---------------------------------------------------------------------------------------------
+
+#: The journal `autotune` keeps in its ``workdir``: one JSON line per completed search.
+JOURNAL_NAME = "autotune-runs.jsonl"
+
+
+def _run_to_dict(run: SearchRun) -> dict[str, Any]:
+    return dataclasses.asdict(run)
+
+
+def _json_scalar(value: Any) -> Any:
+    """NumPy scalars in a configuration (a space built from arrays) as plain Python numbers."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"a configuration value of type {type(value).__name__} cannot be written to the journal")
+
+
+def _run_from_dict(d: Mapping[str, Any]) -> SearchRun:
+    fields = dict(d)
+    fields["measured"] = [(dict(c), float(ns), float(spent)) for c, ns, spent in fields.get("measured", [])]
+    fields["predicted"] = [(dict(c), float(ns)) for c, ns in fields.get("predicted", [])]
+    return SearchRun(**fields)
+
+
+class _Journal:
+    """The completed searches of one experiment, one JSON line each, so that a killed `autotune`
+    resumes where it stopped: a search is written (and flushed to disk) when it ends, with what
+    the evaluators spent on it; a line cut short by a kill is dropped and that search runs again."""
+
+    def __init__(self, workdir: str | os.PathLike, experiment: Mapping[str, Any]):
+        self.path = Path(workdir) / JOURNAL_NAME
+        self.experiment = dict(experiment)
+        self.done: dict[tuple[int, str, str], dict[str, Any]] = {}
+        if self.path.exists():
+            self._load()
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._write_lines([json.dumps({"experiment": self.experiment})])
+
+    def _load(self) -> None:
+        from tpucost.data import write_text_atomic
+
+        lines = self.path.read_text().splitlines()
+        kept = []
+        for number, line in enumerate(lines, start=1):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError as err:
+                if number == len(lines) and number > 1:  # the search being written when the job was killed
+                    break
+                raise ValueError(f"{self.path}: line {number}, column {err.colno}: {err.msg}") from None
+            if number == 1:
+                self._check_experiment(entry)
+            else:
+                run = entry["run"]
+                self.done[(int(run["seed"]), run["start"], run["strategy"])] = entry
+            kept.append(line)
+        if len(kept) != len(lines):
+            write_text_atomic(self.path, "\n".join(kept) + "\n")
+
+    def _check_experiment(self, entry: Mapping[str, Any]) -> None:
+        old = entry.get("experiment") if isinstance(entry, Mapping) else None
+        if not isinstance(old, Mapping):
+            raise ValueError(f"{self.path}: line 1 is not an autotuning journal's header")
+        for field in sorted(set(old) | set(self.experiment)):
+            if old.get(field) != self.experiment.get(field):
+                raise ValueError(f"{self.path}: written for another experiment ({field}: {old.get(field)!r} here, "
+                                 f"{self.experiment.get(field)!r} now); use another workdir or delete it")
+
+    def _write_lines(self, lines: Sequence[str]) -> None:
+        with open(self.path, "a", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def get(self, seed: int, start: str, strategy: str) -> tuple[SearchRun, dict[str, dict[str, float]]] | None:
+        entry = self.done.get((seed, start, strategy))
+        return None if entry is None else (_run_from_dict(entry["run"]), entry["spent"])
+
+    def add(self, run: SearchRun, spent: Mapping[str, Mapping[str, float]]) -> None:
+        entry = {"run": _run_to_dict(run), "spent": {k: dict(v) for k, v in spent.items()}}
+        self._write_lines([json.dumps(entry, default=_json_scalar)])
+        entry = json.loads(json.dumps(entry, default=_json_scalar))
+        self.done[(run.seed, run.start, run.strategy)] = entry
+
+
+def _counter_delta(after: Counter, before: Counter) -> dict[str, float]:
+    return {"candidates": after.candidates - before.candidates, "seconds": after.seconds - before.seconds,
+            "compile_seconds": after.compile_seconds - before.compile_seconds}
+
+
+def _counter_add(counter: Counter, spent: Mapping[str, float]) -> None:
+    counter.candidates += int(spent["candidates"])
+    counter.seconds += float(spent["seconds"])
+    counter.compile_seconds += float(spent["compile_seconds"])
+
+
+# ---------------------------------------------------------------------------------------------
 # The whole experiment
 # ---------------------------------------------------------------------------------------------
 
@@ -962,7 +1063,8 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
              search: str | StrategyFactory = "anneal", n_candidates: int | None = None,
              starts: Sequence[str] = STARTS, cost_model: CostModel | None = None,
              tile_model_dir: str | os.PathLike | None = None, repeats: int = 5, fresh_rounds: int = 10,
-             fresh_process: bool = True, progress: bool = False) -> Autotuning:
+             fresh_process: bool = True, progress: bool = False,
+             workdir: str | os.PathLike | None = None) -> Autotuning:
     """Device-only and model-guided search of ``program`` (``"example:NAME"`` or ``"FILE.py:NAME"``)
     in ``space``, each with ``budget_s`` device seconds, from each of ``starts`` and each seed;
     then every search's best configuration and the default re-measured in a fresh process
@@ -971,6 +1073,11 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
     ``n_candidates``: how many distinct candidates the model-guided search scores (default 100 in
     the program space, where each costs a compile; 2000 in the tile space). The random start of a
     seed is the same for both strategies. Returns `Autotuning` (``.report`` is the CLI's JSON).
+
+    ``workdir``: keep a journal of the completed searches there (`JOURNAL_NAME`) and skip them when
+    called again with the same experiment (program, space, budget, search, candidates, repeats,
+    seeds' searches already done): a killed run resumes, losing at most the search in progress. A
+    journal written for another experiment is refused with an error naming the differing field.
     """
     for s in starts:
         if s not in STARTS:
@@ -983,6 +1090,11 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
     else:
         predictor = TilePredictor(tunable, tile_model_dir)
     measurer = DeviceEvaluator(tunable, repeats=repeats)
+    search_name = search if isinstance(search, str) else getattr(search, "__name__", "custom")
+    journal = None if workdir is None else _Journal(workdir, {
+        "program": tunable.spec, "space": space, "budget_seconds": float(budget_s), "search": search_name,
+        "model_candidates": int(n_candidates), "repeats": int(repeats), "space_size": tunable.space.size,
+        "backend": jax.default_backend(), "device": device.describe(device.fingerprint())})
     t_start = time.perf_counter()
     runs: list[SearchRun] = []
     for seed in seeds:
@@ -990,12 +1102,23 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
             start = tunable.space.default if start_name == "from_default" else tunable.space.random(
                 np.random.default_rng([seed, 1]))
             for strategy in STRATEGY_NAMES:
+                resumed = journal.get(seed, start_name, strategy) if journal is not None else None
+                if resumed is not None:
+                    run, spent = resumed
+                    _counter_add(predictor.counter, spent["model"])
+                    _counter_add(measurer.counter, spent["device"])
+                    runs.append(run)
+                    continue
+                before = (dataclasses.replace(predictor.counter), dataclasses.replace(measurer.counter))
                 if strategy == "device_only":
                     run = device_only_search(tunable.space, measurer, start, budget_s, search, seed, start_name)
                 else:
                     run = model_guided_search(tunable.space, predictor, measurer, start, budget_s, n_candidates,
                                               search, seed, start_name)
                 runs.append(run)
+                if journal is not None:
+                    journal.add(run, {"model": _counter_delta(predictor.counter, before[0]),
+                                      "device": _counter_delta(measurer.counter, before[1])})
                 if progress:
                     print(f"seed {seed} {start_name:<12} {strategy:<12} best {run.best_measured_ns / 1e6:8.3f} ms "
                           f"({len(run.measured)} measured in {run.device_seconds:5.1f} device s, "
@@ -1027,8 +1150,7 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
         "space": space, "program": program, "default_ns": default_ns, "default_config": tunable.space.default,
         "strategies": strategies,
         "model_guided_faster_than_device_only": comparison,
-        "budget_seconds": budget_s, "seeds": list(seeds), "search": search if isinstance(search, str) else
-        getattr(search, "__name__", "custom"), "model_candidates": n_candidates, "space_size": tunable.space.size,
+        "budget_seconds": budget_s, "seeds": list(seeds), "search": search_name, "model_candidates": n_candidates, "space_size": tunable.space.size,
         "knobs": {k: len(v) for k, v in tunable.space.knobs.items()},
         "rates": {"model": predictor.counter.to_dict(), "device": measurer.counter.to_dict()},
         "fresh_process": {"pid": fresh["pid"], "parent_pid": os.getpid(), "rounds": fresh_rounds,

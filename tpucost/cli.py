@@ -28,7 +28,7 @@ The tile task (rank the block shapes of Pallas kernels; tpucost.tiles, tpucost.t
   measure-tiles FAMILY --shape 384,640,896 [--dtype float32] [--json]
 
 The autotuner (tpucost.autotune):
-  autotune --space program|tile --program FILE.py:NAME|example:NAME --budget-seconds B [--seeds N] [--json]
+  autotune --space program|tile --program FILE.py:NAME|example:NAME --budget-seconds B [--seeds N] [--workdir DIR] [--json]
 
 Commands that measure (collect, data noise, calibrate) first pin the process to one core, the
 label mode of tpucost.device (one kernel at a time); --all-cores measures without pinning.
@@ -615,7 +615,8 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         result = autotune.autotune(args.program, args.space, args.budget_seconds, seeds=range(args.seeds),
                                    search=args.search, n_candidates=args.candidates, cost_model=cost_model,
                                    tile_model_dir=args.model if args.space == "tile" else None, repeats=args.repeats,
-                                   progress=True)  # to stderr: the JSON on stdout stays clean
+                                   progress=True,  # to stderr: the JSON on stdout stays clean
+                                   workdir=args.workdir)
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return _fail(err)
     return _emit(result.report, args.json, _print_autotune)
@@ -647,6 +648,8 @@ def _add_autotune_command(sub: argparse._SubParsersAction) -> None:
                    help="candidates the model scores per search (default 100 program, 2000 tile)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per measured candidate (minimum)")
     p.add_argument("--model", default=None, help="kernel model folder (program) or tile model checkpoint (tile)")
+    p.add_argument("--workdir", default=None,
+                   help="keep a journal of completed searches here; run again with the same arguments to resume")
     p.add_argument("--json", action="store_true")
     _all_cores_flag(p)
     p.set_defaults(func=cmd_autotune)
