@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpucost import analytical, data
+from tpucost import analytical, data, device
 from tpucost.analytical import (
     AnalyticalModel,
     DeviceRoofline,
@@ -140,7 +140,7 @@ def test_calibrate_measures_then_reads_the_cache(tmp_path, monkeypatch):
     assert all(math.isfinite(v) and v > 0 for v in values), rl
     assert rl.backend == jax.default_backend()
     (path,) = tmp_path.glob("roofline-*.json")
-    assert path == analytical.default_cache_path(rl.backend, rl.device_kind)
+    assert path == analytical.default_cache_path(rl.backend, rl.device_kind, device.fingerprint()["id"])
     assert json.loads(path.read_text())["peak_flops"] == rl.peak_flops
 
     def no_measuring(*args, **kwargs):
@@ -243,3 +243,23 @@ def test_tile_model_prefers_fewer_steps_when_steps_are_expensive():
     est = model.predict_ns("softmax", (256, 256), "float32", configs)
     steps = [tiles.tile_cost("softmax", (256, 256), "float32", c).steps for c in configs]
     assert est.shape == (len(configs),) and np.argmin(est) == np.argmin(steps)
+
+
+def test_step_overhead_is_measured_once_per_device_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
+    analytical.step_overhead_ns.cache_clear()
+    first = analytical.step_overhead_ns(repeats=2)
+    (path,) = tmp_path.glob("step-overhead-*.json")
+    assert device.fingerprint()["id"] in path.name and first >= 0
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("measured again instead of reading the cache")
+
+    monkeypatch.setattr(analytical, "_copy_kernel_s", no_measuring)
+    analytical.step_overhead_ns.cache_clear()  # a new process: only the file remains
+    assert analytical.step_overhead_ns(repeats=2) == first
+    path.write_text("{ not json")
+    analytical.step_overhead_ns.cache_clear()
+    with pytest.raises(AssertionError, match="measured again"):  # an unreadable cache is measured again
+        analytical.step_overhead_ns(repeats=2)
+    analytical.step_overhead_ns.cache_clear()

@@ -285,13 +285,17 @@ class DeviceRoofline:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-def default_cache_path(backend: str, device_kind: str) -> Path:
-    """``$TPUCOST_CACHE_DIR`` (else ``~/.cache/tpucost``) / ``roofline-<backend>-<device_kind>.json``."""
+def default_cache_path(backend: str, device_kind: str, device_id: str | None = None, name: str = "roofline") -> Path:
+    """``$TPUCOST_CACHE_DIR`` (else ``~/.cache/tpucost``) / ``<name>-<backend>-<device_kind>[-<device_id>].json``.
+
+    ``device_id`` is `tpucost.device.fingerprint`'s id: it keeps apart two hosts that share a home
+    directory but not a speed, and one host measured pinned to one core and on all of them.
+    """
     from tpucost.device import cache_dir
 
     base = cache_dir()
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{backend}-{device_kind}")
-    return base / f"roofline-{safe}.json"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(p for p in (backend, device_kind, device_id) if p))
+    return base / f"{name}-{safe}.json"
 
 
 def _best_time(fn: Callable, args: tuple, repeats: int) -> float:
@@ -409,14 +413,18 @@ def calibrate(
     """
     import jax
 
+    from tpucost.device import fingerprint
+
     backend = jax.default_backend()
     device_kind = str(jax.devices()[0].device_kind)
-    path = Path(cache_path) if cache_path is not None else default_cache_path(backend, device_kind)
+    device_id = fingerprint()["id"]
+    path = Path(cache_path) if cache_path is not None else default_cache_path(backend, device_kind, device_id)
     if not force and path.exists():
         try:
             data = json.loads(path.read_text())
             if (data.get("version") == _CACHE_VERSION and data.get("backend") == backend
-                    and data.get("device_kind") == device_kind):  # fmt: skip
+                    and data.get("device_kind") == device_kind
+                    and data.get("device_id", device_id) == device_id):  # fmt: skip
                 return DeviceRoofline.from_dict(data)
         except (OSError, ValueError, TypeError):
             pass  # unreadable or stale cache: measure again
@@ -425,7 +433,7 @@ def calibrate(
     roofline = _measure(repeats, min_time_s)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps({"version": _CACHE_VERSION, "jax_version": jax.__version__,
-                                        **roofline.to_dict()}, indent=2))
+                                        "device_id": device_id, **roofline.to_dict()}, indent=2))
     return roofline
 
 
@@ -569,16 +577,34 @@ def _copy_kernel_s(rows: int, block_rows: int, repeats: int) -> float:
 
 @functools.cache
 def step_overhead_ns(repeats: int = 7) -> float:
-    """Measured cost of one grid step of a Pallas kernel beyond its work, in ns (cached per process).
+    """Measured cost of one grid step of a Pallas kernel beyond its work, in ns.
 
     A micro-benchmark, like the roofline's: the same 256 KiB copy as 1 block and as 256 blocks of
     8 rows; the extra time per extra step is the overhead (on XLA:CPU's interpret mode, one
     iteration of the grid's while loop with its dynamic slices; on TPU/GPU, the pipeline's per-step
-    cost).
+    cost). Measured once per device (`tpucost.device.fingerprint` id) and cached as JSON beside
+    the roofline (`default_cache_path(..., name="step-overhead")`), and per process.
     """
+    import jax
+
+    from tpucost.data import write_text_atomic
+    from tpucost.device import fingerprint
+
+    device_id = fingerprint()["id"]
+    path = default_cache_path(jax.default_backend(), str(jax.devices()[0].device_kind), device_id, "step-overhead")
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") == _CACHE_VERSION and data.get("device_id") == device_id and data.get("repeats") == repeats:
+            return float(data["step_overhead_ns"])
+    except (OSError, ValueError, TypeError, KeyError):
+        pass  # no cache yet, or unreadable: measure
     one = _copy_kernel_s(2048, 2048, repeats)
     many = _copy_kernel_s(2048, 8, repeats)
-    return max(1e9 * (many - one) / 255.0, 0.0)
+    value = max(1e9 * (many - one) / 255.0, 0.0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps({"version": _CACHE_VERSION, "device_id": device_id, "repeats": repeats,
+                                        "step_overhead_ns": value}))
+    return value
 
 
 def tile_roofline_ns(cost: Any, roofline: DeviceRoofline, step_ns: float, scratchpad: int) -> float:
