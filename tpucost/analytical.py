@@ -298,6 +298,27 @@ def default_cache_path(backend: str, device_kind: str, device_id: str | None = N
     return base / f"{name}-{safe}.json"
 
 
+def _this_device() -> tuple[str, str, str]:
+    """(backend, device kind, `tpucost.device.fingerprint` id) of JAX's default device: the cache key."""
+    import jax
+
+    from tpucost.device import fingerprint
+
+    return jax.default_backend(), str(jax.devices()[0].device_kind), fingerprint()["id"]
+
+
+def _read_cache(path: Path, expected: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached JSON at ``path`` when it is this cache version and matches every ``expected``
+    field; None when it is missing, unreadable or stale (then the caller measures again)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != _CACHE_VERSION:
+        return None
+    return data if all(data.get(k) == v for k, v in expected.items()) else None
+
+
 def _best_time(fn: Callable, args: tuple, repeats: int) -> float:
     """Minimum wall time (s) of `repeats` calls of a jitted `fn` after a warm-up (compile) call."""
     import jax
@@ -413,22 +434,17 @@ def calibrate(
     """
     import jax
 
-    from tpucost.device import fingerprint
-
-    backend = jax.default_backend()
-    device_kind = str(jax.devices()[0].device_kind)
-    device_id = fingerprint()["id"]
-    path = Path(cache_path) if cache_path is not None else default_cache_path(backend, device_kind, device_id)
-    if not force and path.exists():
-        try:
-            data = json.loads(path.read_text())
-            if (data.get("version") == _CACHE_VERSION and data.get("backend") == backend
-                    and data.get("device_kind") == device_kind
-                    and data.get("device_id", device_id) == device_id):  # fmt: skip
-                return DeviceRoofline.from_dict(data)
-        except (OSError, ValueError, TypeError):
-            pass  # unreadable or stale cache: measure again
     from tpucost.data import write_text_atomic
+
+    backend, device_kind, device_id = _this_device()
+    path = Path(cache_path) if cache_path is not None else default_cache_path(backend, device_kind, device_id)
+    if not force:
+        data = _read_cache(path, {"backend": backend, "device_kind": device_kind, "device_id": device_id})
+        if data is not None:
+            try:
+                return DeviceRoofline.from_dict(data)
+            except TypeError:
+                pass  # a field missing: measure again
 
     roofline = _measure(repeats, min_time_s)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -585,19 +601,13 @@ def step_overhead_ns(repeats: int = 7) -> float:
     cost). Measured once per device (`tpucost.device.fingerprint` id) and cached as JSON beside
     the roofline (`default_cache_path(..., name="step-overhead")`), and per process.
     """
-    import jax
-
     from tpucost.data import write_text_atomic
-    from tpucost.device import fingerprint
 
-    device_id = fingerprint()["id"]
-    path = default_cache_path(jax.default_backend(), str(jax.devices()[0].device_kind), device_id, "step-overhead")
-    try:
-        data = json.loads(path.read_text())
-        if data.get("version") == _CACHE_VERSION and data.get("device_id") == device_id and data.get("repeats") == repeats:
-            return float(data["step_overhead_ns"])
-    except (OSError, ValueError, TypeError, KeyError):
-        pass  # no cache yet, or unreadable: measure
+    backend, device_kind, device_id = _this_device()
+    path = default_cache_path(backend, device_kind, device_id, "step-overhead")
+    data = _read_cache(path, {"device_id": device_id, "repeats": repeats})
+    if data is not None and isinstance(data.get("step_overhead_ns"), (int, float)):
+        return float(data["step_overhead_ns"])
     one = _copy_kernel_s(2048, 2048, repeats)
     many = _copy_kernel_s(2048, 8, repeats)
     value = max(1e9 * (many - one) / 255.0, 0.0)

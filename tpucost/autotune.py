@@ -330,6 +330,15 @@ class Counter:
         self.seconds += ev.seconds
         self.compile_seconds += ev.compile_seconds
 
+    def since(self, before: Counter) -> dict[str, float]:
+        """What was spent since the copy ``before`` was taken (``dataclasses.replace(counter)``)."""
+        return {f.name: getattr(self, f.name) - getattr(before, f.name) for f in dataclasses.fields(self)}
+
+    def add_spent(self, spent: Mapping[str, float]) -> None:
+        """Add what `since` returned (a search resumed from the journal)."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + type(getattr(self, f.name))(spent[f.name]))
+
     def to_dict(self) -> dict[str, float]:
         return {"candidates": self.candidates, "seconds": self.seconds,
                 "per_second": self.candidates / self.seconds if self.seconds > 0 else None,
@@ -931,10 +940,6 @@ def _remeasure_main() -> None:
 JOURNAL_NAME = "autotune-runs.jsonl"
 
 
-def _run_to_dict(run: SearchRun) -> dict[str, Any]:
-    return dataclasses.asdict(run)
-
-
 def _json_scalar(value: Any) -> Any:
     """NumPy scalars in a configuration (a space built from arrays) as plain Python numbers."""
     if isinstance(value, np.generic):
@@ -1006,21 +1011,10 @@ class _Journal:
         return None if entry is None else (_run_from_dict(entry["run"]), entry["spent"])
 
     def add(self, run: SearchRun, spent: Mapping[str, Mapping[str, float]]) -> None:
-        entry = {"run": _run_to_dict(run), "spent": {k: dict(v) for k, v in spent.items()}}
-        self._write_lines([json.dumps(entry, default=_json_scalar)])
-        entry = json.loads(json.dumps(entry, default=_json_scalar))
-        self.done[(run.seed, run.start, run.strategy)] = entry
+        line = json.dumps({"run": dataclasses.asdict(run), "spent": spent}, default=_json_scalar)
+        self._write_lines([line])
+        self.done[(run.seed, run.start, run.strategy)] = json.loads(line)
 
-
-def _counter_delta(after: Counter, before: Counter) -> dict[str, float]:
-    return {"candidates": after.candidates - before.candidates, "seconds": after.seconds - before.seconds,
-            "compile_seconds": after.compile_seconds - before.compile_seconds}
-
-
-def _counter_add(counter: Counter, spent: Mapping[str, float]) -> None:
-    counter.candidates += int(spent["candidates"])
-    counter.seconds += float(spent["seconds"])
-    counter.compile_seconds += float(spent["compile_seconds"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1091,10 +1085,11 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
         predictor = TilePredictor(tunable, tile_model_dir)
     measurer = DeviceEvaluator(tunable, repeats=repeats)
     search_name = search if isinstance(search, str) else getattr(search, "__name__", "custom")
+    backend, device_name = jax.default_backend(), device.describe(device.fingerprint())
     journal = None if workdir is None else _Journal(workdir, {
         "program": tunable.spec, "space": space, "budget_seconds": float(budget_s), "search": search_name,
         "model_candidates": int(n_candidates), "repeats": int(repeats), "space_size": tunable.space.size,
-        "backend": jax.default_backend(), "device": device.describe(device.fingerprint())})
+        "backend": backend, "device": device_name})
     t_start = time.perf_counter()
     runs: list[SearchRun] = []
     for seed in seeds:
@@ -1105,8 +1100,8 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
                 resumed = journal.get(seed, start_name, strategy) if journal is not None else None
                 if resumed is not None:
                     run, spent = resumed
-                    _counter_add(predictor.counter, spent["model"])
-                    _counter_add(measurer.counter, spent["device"])
+                    predictor.counter.add_spent(spent["model"])
+                    measurer.counter.add_spent(spent["device"])
                     runs.append(run)
                     continue
                 before = (dataclasses.replace(predictor.counter), dataclasses.replace(measurer.counter))
@@ -1117,8 +1112,8 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
                                               search, seed, start_name)
                 runs.append(run)
                 if journal is not None:
-                    journal.add(run, {"model": _counter_delta(predictor.counter, before[0]),
-                                      "device": _counter_delta(measurer.counter, before[1])})
+                    journal.add(run, {"model": predictor.counter.since(before[0]),
+                                      "device": measurer.counter.since(before[1])})
                 if progress:
                     print(f"seed {seed} {start_name:<12} {strategy:<12} best {run.best_measured_ns / 1e6:8.3f} ms "
                           f"({len(run.measured)} measured in {run.device_seconds:5.1f} device s, "
@@ -1155,8 +1150,7 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
         "rates": {"model": predictor.counter.to_dict(), "device": measurer.counter.to_dict()},
         "fresh_process": {"pid": fresh["pid"], "parent_pid": os.getpid(), "rounds": fresh_rounds,
                           "configs": len(configs), "seconds": fresh.get("seconds")},
-        "backend": jax.default_backend(), "device": device.describe(device.fingerprint()),
-        "seconds": time.perf_counter() - t_start,
+        "backend": backend, "device": device_name, "seconds": time.perf_counter() - t_start,
     }
     return Autotuning(report, runs)
 
