@@ -1,13 +1,21 @@
 # tpucost: `make demo` runs the notebooks, `make test` runs every test.
 # Both create .venv (from python3) and install the exact tested versions
-# from constraints.txt when needed.
+# from constraints.txt when needed. `make test` also creates .venv-colab: Colab's
+# versions (constraints-colab.txt, the lower bounds of pyproject.toml) on Python 3.13
+# where the machine has it (pyenv), else on python3.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tpucost-installed
+# Colab's Python where this machine has it (pyenv's 3.13, or python3.13 on PATH), else $(PYTHON).
+COLAB_PYTHON ?= $(or $(shell for p in $(HOME)/.pyenv/versions/3.13*/bin/python3.13 python3.13; do \
+                  $$p -c 'import sys' 2>/dev/null && { echo $$p; break; }; done),$(PYTHON))
+COLAB_VENV  := .venv-colab
+COLAB_PY    := $(COLAB_VENV)/bin/python
+COLAB_STAMP := $(COLAB_VENV)/.tpucost-installed
 
-.PHONY: demo test lab install lock bench clean
+.PHONY: demo test test-newest test-colab lab install lock bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,15 +23,26 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[notebooks,dev]'
 	touch $(STAMP)
 
+$(COLAB_STAMP): pyproject.toml constraints-colab.txt
+	test -x $(COLAB_PY) || $(COLAB_PYTHON) -m venv $(COLAB_VENV)
+	$(COLAB_PY) -m pip install -q -c constraints-colab.txt -e '.[dev]'
+	touch $(COLAB_STAMP)
+
 install: $(STAMP)
 
 ## demo: execute notebooks/0*.ipynb in order; executed copies and HTML go to build/
 demo: $(STAMP)
 	$(PY) tools/run_notebooks.py --out build
 
-## test: unit tests, parser cross-checks, fuzzing and notebook execution (TPUCOST_SMOKE=1)
-test: $(STAMP)
-	$(PY) -m pytest -q
+## test: every test on the newest pins, then the core tests and the notebooks on Colab's versions
+test: test-newest test-colab
+
+test-newest: $(STAMP)
+	$(PY) -m pytest
+
+## test-colab: the tests marked `core` in .venv-colab (Colab's versions), notebooks from the wheel included
+test-colab: $(COLAB_STAMP)
+	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m core
 
 ## lab: open JupyterLab on notebooks/
 lab: $(STAMP)

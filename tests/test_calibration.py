@@ -68,14 +68,14 @@ def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrate
 
     other = _elsewhere(monkeypatch)
     device._warned.clear()
-    with pytest.warns(UserWarning, match="predictions are for the other machine") as caught:
+    with pytest.warns(UserWarning, match="predictions are for the other setting") as caught:
         raw = costmodel.CostModel.load(model_dir, "gnn")
         costmodel.CostModel.load(model_dir, "gnn")  # said once
     assert len(caught) == 1 and "\n" not in str(caught[0].message) and "A Slower CPU" in str(caught[0].message)
 
     report = raw.calibrate(n_programs=3, repeats=2, progress=False)
     assert report["device"]["id"] == other["id"] and report["kernels"] > 0
-    assert calibration.correction_path(raw.key, other["id"]).exists()
+    assert calibration.correction_path(raw.key, other["id"], other["jaxlib"]).exists()
     graphs = [ds.graph(i) for i in range(len(ds))]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # calibrated: no warning any more
@@ -101,9 +101,29 @@ def test_a_correction_fitted_on_one_model_is_not_applied_to_another(tmp_path, mo
     key_a, key_b = calibration.model_key([a]), calibration.model_key([b])
     assert key_a != key_b
     corr = calibration.Correction({"kLoop": 1.0}, 0.5)
-    calibration.save_correction(key_a, corr, {"device": {"id": "dev1"}})
-    assert calibration.load_correction(key_a, "dev1") == corr
-    assert calibration.load_correction(key_b, "dev1") is None and calibration.load_correction(key_a, "dev2") is None
+    calibration.save_correction(key_a, corr, {"device": {"id": "dev1", "jaxlib": "0.10.2"}})
+    assert calibration.load_correction(key_a, "dev1", "0.10.2") == corr
+    assert calibration.load_correction(key_b, "dev1", "0.10.2") is None
+    assert calibration.load_correction(key_a, "dev2", "0.10.2") is None
+    assert calibration.load_correction(key_a, "dev1", "0.7.2") is None  # another compiler, other kernels
+
+
+def test_another_compiler_warns_until_calibrated_under_it(tiny_model, monkeypatch, tmp_path):
+    model_dir, _ = tiny_model
+    monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
+    real = device.fingerprint()
+    older = dict(real, jaxlib="0.1.0")  # the same device, another compiler
+    monkeypatch.setattr(device, "fingerprint", lambda: dict(older))
+    device._warned.clear()
+    with pytest.warns(UserWarning, match="compiled by jaxlib") as caught:
+        costmodel.CostModel.load(model_dir, "gnn")
+    (message,) = [str(w.message) for w in caught]
+    assert f"jaxlib {real['jaxlib']}; this is jaxlib 0.1.0" in message and "learned runtimes measured on" not in message
+    device._warned.clear()
+    monkeypatch.setattr(device, "fingerprint", lambda: dict(real))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the device and compiler of its labels: nothing to say
+        costmodel.CostModel.load(model_dir, "gnn")
 
 
 def test_fit_correction_measures_the_dispatch_overhead_of_the_calibration_runs():
@@ -160,3 +180,23 @@ def test_choose_correction_corrects_only_where_it_helps():
     correction, report = calibration.choose_correction(predicted / 3.0, cal)
     assert report["mode"] != "none" and correction.global_offset == pytest.approx(np.log(3.0), abs=0.3)
     assert report["median_ape_after"] < 40.0 < report["median_ape_before"]  # what is left: the +-30% per program
+
+
+def test_readme_compiler_table_is_the_bundled_calibrations():
+    """The README's and the bundled folder's tables of the model under each jaxlib are
+    `calibration.compiler_summary` of the bundled reports, cell by cell."""
+    import re
+    from pathlib import Path
+
+    rows = {r["jaxlib"]: r for r in calibration.compiler_summary(calibration.bundled_reports())}
+    assert set(rows) == {"0.10.2", "0.7.2"} and all(r["runs"] == 3 for r in rows.values())
+    assert len({r["device"] for r in rows.values()}) == 1, "both compilers measured on one host"
+    root = Path(__file__).resolve().parents[1]
+    for readme in (root / "README.md", root / "tpucost" / "bundled" / "calibration" / "README.md"):
+        text = readme.read_text()
+        for jaxlib, r in rows.items():
+            line = next(ln for ln in text.splitlines() if ln.startswith(f"| {jaxlib} ("))
+            ranges = re.findall(r"(\d+\.\d)-(\d+\.\d)%", line)
+            assert ranges == [(f"{r['before_min']:.1f}", f"{r['before_max']:.1f}"),
+                              (f"{r['after_min']:.1f}", f"{r['after_max']:.1f}")], (readme.name, line)
+            assert f"| {r['kernels']:,} |" in line, (readme.name, line)

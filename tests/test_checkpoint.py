@@ -15,6 +15,8 @@ from tpucost.tasks import kernel
 from tpucost.tpugraphs import TILE_FEATURES
 from tpucost.train import TrainConfig
 
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
 NORM = kernel.TargetNorm(7.0, 2.0)
 
 

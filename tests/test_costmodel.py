@@ -14,6 +14,8 @@ from conftest import rand_graph
 from tpucost import cli, collect, costmodel, data, hlo, kernels, models, programs, train
 from tpucost.tasks import kernel as kernel_task
 
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
 METHODS = ("gnn", "lstm", "analytical")
 
 

@@ -12,12 +12,15 @@ import pytest
 
 from tpucost import device
 
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
 OVERLAP_PROGRAM = """
 import json, sys
 from tpucost import device
 if sys.argv[1] == "pin":
     device.pin_to_one_core()
 import jax, jax.numpy as jnp
+from tpucost import compat
 from tpucost.measure import measure_kernels
 
 def f(x, w1, w2):  # two independent convolutions: XLA:CPU may run them at the same time
@@ -27,7 +30,7 @@ def f(x, w1, w2):  # two independent convolutions: XLA:CPU may run them at the s
 k = jax.random.split(jax.random.key(0), 3)
 args = (jax.random.normal(k[0], (4, 48, 48, 32)), jax.random.normal(k[1], (5, 5, 32, 32)),
         jax.random.normal(k[2], (5, 5, 32, 32)))
-eigen = {"xla_cpu_experimental_ynn_fusion_type": "", "xla_cpu_experimental_xnn_fusion_type": ""}
+eigen = compat.library_fusions_off()
 m = measure_kernels(f, *args, repeats=7, compiler_options=eigen)
 print(json.dumps({"ratio": m.additivity_ratio, "device": m.device, "labels": m.runtime_ns}))
 """

@@ -14,6 +14,8 @@ from conftest import CORPUS
 from tpucost import hlo, kernels
 from tpucost.cli import main
 
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
 LOOP = """HloModule loop
 %fused (p0: f32[4], p1: f32[4]) -> (f32[4], f32[4]) {
   %p0 = f32[4]{0} parameter(0)
@@ -106,7 +108,7 @@ def test_generated_and_corpus_modules_decompose(generated_hlo, corpus):
         for k in ks:
             assert k.nodes and k.outputs, (record["label"], k.name)
             n_generated += 1
-    assert len(picked) >= 10 and n_generated > 300
+    assert len(picked) >= 7 and n_generated > 300  # 7 (form, configuration) pairs on jaxlib 0.7.2, 10 on 0.10.2
     n = 0
     for row in corpus[:80]:
         if row["expected"] != "valid":

@@ -8,6 +8,8 @@ import pytest
 
 from tpucost import losses
 
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
 TARGETS = jnp.array([[1.0, 2.0, 3.0, 0.0]])
 WHERE = jnp.array([[True, True, True, False]])
 

@@ -17,7 +17,8 @@ from tpucost.hlo import parse_module
 from tpucost.kernels import NOT_KERNELS
 from tpucost.measure import Measurement, measure_kernels, wall_time_ns
 
-pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="labels are checked on XLA:CPU")
+pytestmark = [pytest.mark.skipif(jax.default_backend() != "cpu", reason="labels are checked on XLA:CPU"),
+              pytest.mark.core]  # also run on Colab's versions (make test-colab)
 
 DN = ("NHWC", "HWIO", "NHWC")
 NO_FUSION = {"xla_disable_hlo_passes": "fusion"}

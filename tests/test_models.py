@@ -11,6 +11,8 @@ from conftest import rand_graph
 from tpucost import features, models
 from tpucost.models import ModelConfig
 
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
 F = features.NUM_NODE_FEATURES
 
 

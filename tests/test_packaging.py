@@ -82,7 +82,7 @@ def test_notebook_badges_and_install_cells_come_from_project_urls():
         nb = nbformat.read(path, as_version=4)
         expected = header.badge(repository, path.name)
         assert nb.cells[0].source.splitlines()[0] == expected, f"{path.name}: first line is not its Colab badge"
-        assert nb.cells[1].source == header.install_cell(repository).rstrip("\n"), (
+        assert nb.cells[1].source == header.install_cell(repository, header.jax_floor()).rstrip("\n"), (
             f"{path.name}: install cell is stale; run python tools/notebook_header.py")
         assert expected in readme, f"README has no Colab badge for {path.name}"
 
@@ -102,7 +102,7 @@ def _run_install_cell(monkeypatch, cwd: Path, source: str | None = None) -> tupl
         monkeypatch.delenv("TPUCOST_SOURCE", raising=False)
     else:
         monkeypatch.setenv("TPUCOST_SOURCE", source)
-    exec(compile(header.install_cell(header.repository_url()), "install-cell", "exec"), {})
+    exec(compile(header.install_cell(header.repository_url(), header.jax_floor()), "install-cell", "exec"), {})
     (cmd,) = calls
     pins = Path(cmd[cmd.index("-c") + 1]).read_text()
     return cmd, pins
@@ -112,15 +112,80 @@ def test_install_cell_installs_the_checkout_inside_it_and_the_repository_elsewhe
     import importlib.metadata
 
     cmd, pins = _run_install_cell(monkeypatch, ROOT / "notebooks")
-    assert cmd[-1] == f"{ROOT}[notebooks]"
-    # A runtime that already has jax (Colab TPU) keeps its jax and jaxlib.
+    assert cmd[-1] == str(ROOT)
+    # A runtime that already has jax (Colab) keeps its jax and jaxlib.
     assert f"jax=={importlib.metadata.version('jax')}" in pins.split()
     assert f"jaxlib=={importlib.metadata.version('jaxlib')}" in pins.split()
 
     cmd, _ = _run_install_cell(monkeypatch, tmp_path)
-    assert cmd[-1] == f"tpucost[notebooks] @ git+{_notebook_header().repository_url()}"
+    assert cmd[-1] == f"tpucost @ git+{_notebook_header().repository_url()}"
     cmd, _ = _run_install_cell(monkeypatch, tmp_path, source=str(tmp_path / "tpucost-0.1.0-py3-none-any.whl"))
-    assert cmd[-1] == f"tpucost[notebooks] @ file://{tmp_path}/tpucost-0.1.0-py3-none-any.whl"
+    assert cmd[-1] == f"tpucost @ file://{tmp_path}/tpucost-0.1.0-py3-none-any.whl"
+
+
+def test_install_cell_refuses_a_jax_older_than_the_floor_in_one_sentence(tmp_path):
+    """A runtime whose jax is older than pyproject's lower bound: one sentence, and pip never runs."""
+    import subprocess
+    import sys
+
+    header = _notebook_header()
+    site = tmp_path / "site"
+    (site / "jax").mkdir(parents=True)
+    (site / "jax" / "__init__.py").write_text("")
+    (site / "jax-0.4.30.dist-info").mkdir()
+    (site / "jax-0.4.30.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: jax\nVersion: 0.4.30\n")
+    cell = header.install_cell(header.repository_url(), header.jax_floor())
+    # -S: no site-packages (no tpucost, no real jax); the fake jax 0.4.30 comes first on the path.
+    run = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(site)!r})\n{cell}"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "installing" not in run.stdout
+    message = run.stderr.strip().splitlines()[-1]
+    assert message.startswith("This runtime has jax 0.4.30, older than") and header.jax_floor() in message
+    assert "Traceback" not in run.stderr
+
+
+def _direct_dependencies() -> dict[str, str]:
+    """``{name: lower bound}`` of pyproject's dependencies and extras (``"jax>=0.7.2"`` -> jax: 0.7.2)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    out = {}
+    for dep in deps:
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)>=([^,;\s]+)", dep.strip())
+        assert m, f"pyproject: {dep!r} should be NAME>=LOWER (the oldest version tested)"
+        out[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return out
+
+
+def test_lower_bounds_are_the_oldest_tested_versions():
+    """Each lower bound is the version of constraints-colab.txt (Colab's image), or, for a package
+    Colab does not ship, that of constraints.txt: nothing older than what `make test` tests."""
+    colab = {k.replace("_", "-"): v for k, v in _pins((ROOT / "constraints-colab.txt").read_text()).items()}
+    for name, lower in _direct_dependencies().items():
+        assert lower == colab[name], f"pyproject: {name}>={lower}, but the oldest tested is {colab[name]}"
+    header = (ROOT / "constraints-colab.txt").read_text().splitlines()[:4]
+    assert any("Source: googlecolab/backend-info" in line and "dated" in line for line in header)
+
+
+def test_colab_constraints_are_what_the_tool_writes_from_colab_s_list(tmp_path):
+    """constraints-colab.txt is tools/colab_constraints.py's output, not edited by hand: rewritten
+    from its own Colab lines it comes out the same."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("colab_constraints", ROOT / "tools" / "colab_constraints.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    text = (ROOT / "constraints-colab.txt").read_text()
+    source = re.search(r"^# Source: (\S+) pip-freeze\.txt, dated (\S+)\.$", text, re.M)
+    colab_part = text.split("# not on Colab (from constraints.txt):")[0]
+    (tmp_path / "pip-freeze.txt").write_text(colab_part)
+    assert tool.colab_constraints(tmp_path / "pip-freeze.txt", ROOT / "constraints.txt", source.group(1),
+                                  source.group(2)) == text
+
+
+def test_makefile_tests_both_environments():
+    makefile = (ROOT / "Makefile").read_text()
+    assert "-c constraints-colab.txt" in makefile and "TPUCOST_PINS=constraints-colab.txt" in makefile
+    assert re.search(r"^test: test-newest test-colab$", makefile, re.M)
 
 
 def _module_name(path: Path) -> str:

@@ -16,12 +16,15 @@ from tpucost.programs import (
     FORMS,
     Program,
     applicable_configurations,
+    buildable,
     compile_program,
     count_kernels,
     generate_programs,
     kernel_signatures,
     make_program,
 )
+
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
 N_ALL = len(FAMILIES) * len(FORMS)  # 39: the shortest prefix holding every family in every form
 
@@ -118,7 +121,8 @@ def test_programs_compare_by_id():
 def test_applicable_configurations():
     lstm_train = make_program("lstm", "train_step", 0, 0)
     mlp_forward = make_program("mlp", "forward", 0, 0)
-    assert applicable_configurations(lstm_train, "cpu") == list(CONFIGURATIONS)
+    # on this backend, every configuration this jaxlib can build (Colab's 0.7.2 has no YNNPACK options)
+    assert applicable_configurations(lstm_train, "cpu") == [c for c in CONFIGURATIONS if buildable(c)]
     on_cpu = applicable_configurations(mlp_forward, "cpu")
     assert on_cpu[0] == "default" and "scan_unroll" not in on_cpu and "remat_dots" not in on_cpu
     assert applicable_configurations(mlp_forward, "tpu") == ["default"]
@@ -134,6 +138,8 @@ _WITNESS.update(
 
 @pytest.mark.parametrize("config", [c for c in CONFIGURATIONS if c != "default"])
 def test_configuration_changes_the_kernels(config):
+    if not buildable(config):
+        pytest.skip(f"this jaxlib cannot build {config!r} (tests/test_compat.py covers the skip)")
     family, form = _WITNESS[config]
     program = make_program(family, form, seed=0, index=0)
     assert config in applicable_configurations(program, "cpu")

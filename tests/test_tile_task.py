@@ -15,6 +15,8 @@ from tpucost import checkpoint, device, evaluate, tile_data, tiles, train
 from tpucost.models import ModelConfig
 from tpucost.tasks import tile as tile_task
 
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
 SHAPES = {"matmul": [(64, 256, 256), (128, 256, 128), (64, 128, 256), (128, 128, 256), (256, 128, 128),
                      (64, 384, 256), (192, 128, 256), (128, 384, 128)],
           "softmax": [(128, 256), (256, 128), (64, 512), (192, 256), (384, 128), (256, 256)]}

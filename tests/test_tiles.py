@@ -11,6 +11,8 @@ import pytest
 
 from tpucost import features, tiles
 
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
 #: Small problems, one per family, each with several legal configs.
 SMALL = {
     "matmul": (64, 256, 256),

@@ -18,6 +18,8 @@ from tpucost.models import ModelConfig, make_model
 from tpucost.tasks import kernel
 from tpucost.train import TrainConfig
 
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
 F = features.NUM_NODE_FEATURES
 
 

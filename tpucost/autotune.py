@@ -99,7 +99,6 @@ __all__ = [
     "load_tunable",
     "EXAMPLES",
     "REMAT_POLICIES",
-    "compile_option_choices",
     "default_tile_config",
     "Autotuning",
     "autotune",
@@ -621,15 +620,6 @@ def _remat(fn: Callable[..., Any], policy: str) -> Callable[..., Any]:
     return jax.checkpoint(fn, policy=getattr(jax.checkpoint_policies, policy))
 
 
-def compile_option_choices(backend: str | None = None) -> tuple[str, ...]:
-    """Names of the `tpucost.programs.CONFIGURATIONS` that only set XLA compile options and apply on
-    ``backend`` (default: JAX's), ``"default"`` first: the ``"xla"`` knob of the program space."""
-    backend = backend or jax.default_backend()
-    return tuple(name for name, c in programs.CONFIGURATIONS.items()
-                 if c.variant == programs.Variant() and c.families is None and c.forms is None
-                 and (c.platforms is None or backend in c.platforms))
-
-
 def _rng_array(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0) -> jax.Array:
     return jax.device_put((rng.standard_normal(shape) * scale).astype(np.float32))
 
@@ -852,7 +842,7 @@ def load_tunable(spec: str, space: str = "program", backend: str | None = None) 
     """The program of ``spec`` (`load_program`) with its ``space`` (``"program"`` or ``"tile"``).
 
     Program space: ``NAME.space`` (optional: without it, compile options alone) plus the knob
-    ``"xla"`` (`compile_option_choices`). Tile space: ``NAME.kernels`` (required) gives one knob
+    ``"xla"`` (`tpucost.programs.compile_option_configurations`). Tile space: ``NAME.kernels`` (required) gives one knob
     per kernel whose choices are its legal block configurations; ``NAME.default`` (optional) the
     default, else `default_tile_config` per kernel.
     """
@@ -861,7 +851,7 @@ def load_tunable(spec: str, space: str = "program", backend: str | None = None) 
         knobs = _check_knobs(spec, getattr(fn, "space", {}))
         if "xla" in knobs:
             raise ValueError(f"--program {spec}: the knob name 'xla' is reserved for the backend's compile options")
-        knobs["xla"] = compile_option_choices(backend)
+        knobs["xla"] = programs.compile_option_configurations(backend)
         return Tunable(spec, "program", fn, Space(knobs))
     if space == "tile":
         kernels = getattr(fn, "kernels", None)

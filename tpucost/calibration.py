@@ -14,8 +14,8 @@ Offsets are medians of ``log(measured) - log(predicted)`` (robust, and exact for
 The correction also holds the device's dispatch overhead per kernel, measured on the same runs
 (`tpucost.collect.dispatch_ns_per_kernel`), which program totals add to the kernels' sum.
 The correction is stored in the user cache under the model's key (a hash of its checkpoint
-files) and the device fingerprint's id, and `tpucost.CostModel.load` applies it automatically on
-that device. ``before``/``after`` errors are measured honestly: the correction reported as
+files), the device fingerprint's id and the jaxlib version (another compiler cuts programs into
+other kernels), and `tpucost.CostModel.load` applies it automatically on that device and compiler. ``before``/``after`` errors are measured honestly: the correction reported as
 "after" for a program was fitted on the OTHER half of the calibration programs (2-fold by
 program); the stored correction is then fitted on all of them.
 
@@ -53,6 +53,8 @@ __all__ = [
     "correction_path",
     "load_correction",
     "save_correction",
+    "bundled_reports",
+    "compiler_summary",
 ]
 
 #: Seed of the calibration programs: the corpus is collected with other seeds (0 and up).
@@ -224,16 +226,20 @@ def model_key(files: Sequence[Path]) -> str:
     return h.hexdigest()[:12]
 
 
-def correction_path(key: str, device_id: str) -> Path:
-    """``$TPUCOST_CACHE_DIR`` (else ``~/.cache/tpucost``) / ``calibration/<model>-<device>.json``."""
+def correction_path(key: str, device_id: str, jaxlib: str) -> Path:
+    """``$TPUCOST_CACHE_DIR`` (else ``~/.cache/tpucost``) / ``calibration/<model>-<device>-jaxlib<version>.json``.
+
+    A correction holds for one model, one device and one compiler: another jaxlib cuts the same
+    programs into other kernels, so a correction fitted under one is not used under another.
+    """
     from tpucost.device import cache_dir
 
-    return cache_dir() / "calibration" / f"{key}-{device_id}.json"
+    return cache_dir() / "calibration" / f"{key}-{device_id}-jaxlib{jaxlib}.json"
 
 
-def load_correction(key: str, device_id: str) -> Correction | None:
-    """The stored correction of a model on a device, or None (also for an unreadable file)."""
-    path = correction_path(key, device_id)
+def load_correction(key: str, device_id: str, jaxlib: str) -> Correction | None:
+    """The stored correction of a model on a device under a jaxlib, or None (also for an unreadable file)."""
+    path = correction_path(key, device_id, jaxlib)
     try:
         return Correction.from_dict(json.loads(path.read_text())["correction"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -241,9 +247,44 @@ def load_correction(key: str, device_id: str) -> Correction | None:
 
 
 def save_correction(key: str, correction: Correction, report: Mapping[str, Any]) -> Path:
-    """Store a correction with its report under (model key, device id); returns the path."""
+    """Store a correction with its report under (model key, device id, jaxlib); returns the path."""
     from tpucost.data import write_text_atomic
 
-    path = correction_path(key, report["device"]["id"])
+    path = correction_path(key, report["device"]["id"], report["device"]["jaxlib"])
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_text_atomic(path, json.dumps({"model": key, "correction": correction.to_dict(), **report}, indent=1))
+
+
+def bundled_reports() -> list[dict[str, Any]]:
+    """The bundled `calibrate` reports (``bundled/calibration/*.json``): the bundled random-split GNN
+    calibrated on one host under each tested jaxlib, three runs each (see that folder's README)."""
+    from tpucost.data import bundled_dir
+
+    folder = bundled_dir() / "calibration"
+    reports = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            reports.append({"run": path.stem, **json.loads(path.read_text())})
+        except ValueError as err:
+            raise ValueError(f"{path}: not JSON ({err})") from None
+    return reports
+
+
+def compiler_summary(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (device, jaxlib) of `calibrate` reports: runs, kernels and programs measured, and
+    the range over runs of the median APE (%) on the calibration kernels before and after correction
+    (cross-fitted), with the corrections kept. How much another compiler costs the model shows as
+    the difference between the rows of one device."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in reports:
+        groups.setdefault((r["device"]["id"], r["device"]["jaxlib"]), []).append(r)
+    rows = []
+    for (device_id, jaxlib), runs in groups.items():
+        before = [r["median_ape_before"] for r in runs]
+        after = [r["median_ape_after"] for r in runs]
+        rows.append({"device": device_id, "cpu_model": runs[0]["device"].get("cpu_model"), "jaxlib": jaxlib,
+                     "trained_on_jaxlib": (runs[0].get("trained_on") or {}).get("jaxlib"), "runs": len(runs),
+                     "kernels": runs[0]["kernels"], "programs": runs[0]["programs"],
+                     "before_min": min(before), "before_max": max(before), "after_min": min(after),
+                     "after_max": max(after), "modes": sorted({r["mode"] for r in runs})})
+    return rows

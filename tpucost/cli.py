@@ -351,8 +351,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from tpucost import costmodel
+    from tpucost import calibration, costmodel
 
+    if args.show_bundled:
+        rows = calibration.compiler_summary(calibration.bundled_reports())
+        return _emit({"rows": rows}, args.json, _print_compiler_summary)
     try:
         _label_mode(args)
         model = costmodel.CostModel.load(args.model, args.method, calibrated=False)
@@ -361,6 +364,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return _emit(report, args.json, _print_calibration)
+
+
+def _print_compiler_summary(result: dict) -> None:
+    print("the bundled GNN calibrated under each tested jaxlib: median APE (%) on the calibration kernels, "
+          "range over runs")
+    print(f"{'device':<14}{'cpu':<30}{'jaxlib':<9}{'runs':>5}{'kernels':>9}  {'raw':>11}  {'corrected':>11}  kept")
+    for r in result["rows"]:
+        print(f"{r['device']:<14}{str(r['cpu_model'])[:29]:<30}{r['jaxlib']:<9}{r['runs']:>5}{r['kernels']:>9}  "
+              f"{r['before_min']:5.1f}-{r['before_max']:<5.1f}  {r['after_min']:5.1f}-{r['after_max']:<5.1f}  "
+              f"{', '.join(r['modes'])}")
 
 
 def _print_calibration(r: dict) -> None:
@@ -425,6 +438,8 @@ def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeats", type=int, default=10, help="traced runs per program (label = min)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--show-bundled", action="store_true",
+                   help="measure nothing: summarise the bundled calibrations (one host, each tested jaxlib)")
     _all_cores_flag(p)
     p.set_defaults(func=cmd_calibrate)
 

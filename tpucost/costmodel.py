@@ -70,9 +70,10 @@ class CostModel:
     """A trained kernel cost model (GNN, LSTM or analytical) that predicts runtimes in ns.
 
     ``trained_on`` is the fingerprint of the device that measured the model's training labels
-    (None when the checkpoint predates device fingerprints). On another device `load` applies
-    the correction that `calibrate` stored for this model and device, or warns once that the
-    predictions are for the other machine. ``trained_dispatch_ns`` is the per-kernel dispatch
+    (None when the checkpoint predates device fingerprints), with the jaxlib that compiled them.
+    On another device or under another jaxlib, `load` applies the correction that `calibrate`
+    stored for this model, device and jaxlib, or warns once that the predictions are for the
+    other setting. ``trained_dispatch_ns`` is the per-kernel dispatch
     overhead of the training device (0 when unknown); a correction may replace it.
     """
 
@@ -117,14 +118,23 @@ class CostModel:
         return loaded
 
     def _use_device_at_hand(self, root: Path) -> None:
-        """Apply this device's stored correction, or warn once if the model knows another device."""
+        """Apply the correction stored for this device and compiler, or warn once if the model
+        learned another device's runtimes or another compiler's kernels."""
         here = device.fingerprint()
-        self.correction = calibration.load_correction(self.key, here["id"])
-        if self.correction is None and (self.trained_on or {}).get("id") != here["id"]:
-            device.warn_once(f"tpucost: the {self.method} model in {root} learned runtimes measured on "
-                             f"{device.describe(self.trained_on)}; this is {device.describe(here)}, so its "
-                             f"predictions are for the other machine: run `python -m tpucost calibrate --model "
-                             f"{root} --method {self.method}` to correct them for this one", stacklevel=3)
+        self.correction = calibration.load_correction(self.key, here["id"], here["jaxlib"])
+        if self.correction is not None:
+            return
+        trained = self.trained_on or {}
+        reasons = []
+        if trained.get("id") != here["id"]:
+            reasons.append(f"learned runtimes measured on {device.describe(trained)}; this is {device.describe(here)}")
+        if trained.get("jaxlib") and trained["jaxlib"] != here["jaxlib"]:
+            reasons.append(f"learned kernels compiled by jaxlib {trained['jaxlib']}; this is jaxlib {here['jaxlib']}, "
+                           "whose XLA cuts programs into other kernels")
+        if reasons:
+            device.warn_once(f"tpucost: the {self.method} model in {root} {'; it '.join(reasons)}. Its predictions "
+                             f"are for the other setting: run `python -m tpucost calibrate --model {root} --method "
+                             f"{self.method}` to measure the error here and correct it", stacklevel=3)
 
     def predict(self, items: Sequence[Kernel | KernelGraph]) -> np.ndarray:
         """Predicted runtime (ns) per kernel, float64[len(items)]; kernels are featurized first.

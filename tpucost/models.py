@@ -23,6 +23,7 @@ import numpy as np
 from flax import nnx
 
 from tpucost import features
+from tpucost.compat import ModuleDict, ModuleList
 
 __all__ = [
     "ModelConfig",
@@ -185,7 +186,7 @@ class _SAGELayer(nnx.Module):
         self.neighbours = config.neighbours
         dirs = ("operands", "users") if config.neighbours == "both" else (config.neighbours,)
         self.dirs = dirs
-        self.msg = nnx.Dict({d: nnx.Linear(h, h, rngs=rngs) for d in dirs})
+        self.msg = ModuleDict({d: nnx.Linear(h, h, rngs=rngs) for d in dirs})
         self.combine = nnx.Linear(h * (1 + len(dirs)), h, rngs=rngs)
 
     def __call__(self, h: jax.Array, senders: jax.Array, receivers: jax.Array) -> jax.Array:
@@ -215,7 +216,7 @@ class GraphSAGE(nnx.Module):
     def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
         self.config = config
         self.encoder = _NodeEncoder(config, rngs)
-        self.layers = nnx.List([_SAGELayer(config, rngs) for _ in range(config.num_layers)])
+        self.layers = ModuleList([_SAGELayer(config, rngs) for _ in range(config.num_layers)])
         self.dropout = nnx.Dropout(config.dropout)
         self.head = nnx.Linear(config.hidden * len(config.pooling), 1, rngs=rngs)
 
@@ -333,7 +334,7 @@ class TileGraphSAGE(nnx.Module):
         if width < 1:
             raise ValueError("TileGraphSAGE needs config.features.num_config_features >= 1")
         self.encoder = _NodeEncoder(config, rngs)
-        self.layers = nnx.List([_SAGELayer(config, rngs) for _ in range(config.num_layers)])
+        self.layers = ModuleList([_SAGELayer(config, rngs) for _ in range(config.num_layers)])
         self.dropout = nnx.Dropout(config.dropout)
         self.config_encoder = nnx.Linear(width, config.hidden, rngs=rngs)
         pooled = config.hidden * len(config.pooling)

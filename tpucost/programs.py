@@ -98,6 +98,8 @@ import numpy as np
 import optax
 from jax import lax
 
+from tpucost.compat import LIBRARY_FUSION_OPTIONS, unsupported_compile_options
+from tpucost.device import warn_once
 from tpucost.hlo import parse_module
 from tpucost.kernels import Kernel, decompose
 from tpucost.measure import compile_fn
@@ -933,7 +935,7 @@ def generate_programs(n: int, seed: int = 0, families: Sequence[str] | None = No
 # Configurations: different kernel decompositions of the same program
 # ---------------------------------------------------------------------------------------------
 
-_NO_LIBRARY = {"xla_cpu_experimental_ynn_fusion_type": "", "xla_cpu_experimental_xnn_fusion_type": ""}
+_NO_LIBRARY = dict.fromkeys(LIBRARY_FUSION_OPTIONS, "")
 _CPU = ("cpu",)
 _TRAINING = ("grad", "train_step")
 
@@ -987,16 +989,50 @@ CONFIGURATIONS: dict[str, CompileConfig] = {
 }
 
 
+def buildable(config_name: str) -> bool:
+    """Whether the installed jaxlib accepts every XLA option of configuration ``config_name``.
+
+    Each jaxlib has its own set of options (jaxlib 0.7.2, Colab's, has no YNNPACK ones). The first
+    time a configuration is found unbuildable, one note names every configuration skipped here.
+    """
+    if not unsupported_compile_options(CONFIGURATIONS[config_name].compiler_options):
+        return True
+    import jaxlib
+
+    skipped = {name: unsupported_compile_options(c.compiler_options) for name, c in CONFIGURATIONS.items()}
+    skipped = {name: missing for name, missing in skipped.items() if missing}
+    options = sorted({option for missing in skipped.values() for option in missing})
+    warn_once(f"tpucost: jaxlib {jaxlib.__version__} has no compile option {', '.join(map(repr, options))}, so the "
+              f"configurations {', '.join(skipped)} are skipped here", key="unbuildable configurations", stacklevel=3)
+    return False
+
+
 def applicable_configurations(program: Program, platform: str | None = None) -> list[str]:
-    """Names of the configurations that apply to ``program`` on ``platform`` (default: JAX's backend)."""
-    platform = platform or jax.default_backend()
+    """Names of the configurations that apply to ``program`` on ``platform`` (default: JAX's backend).
+
+    On JAX's own backend, configurations this jaxlib cannot build are left out (see `buildable`).
+    """
+    here = jax.default_backend()
+    platform = platform or here
     return [
         name
         for name, c in CONFIGURATIONS.items()
         if (c.families is None or program.family in c.families)
         and (c.forms is None or program.form in c.forms)
         and (c.platforms is None or platform in c.platforms)
+        and (platform != here or buildable(name))
     ]
+
+
+def compile_option_configurations(backend: str | None = None) -> tuple[str, ...]:
+    """Names of the configurations that only set XLA compile options, apply to every program on
+    ``backend`` (default: JAX's) and, on JAX's own backend, build with this jaxlib; ``"default"`` first.
+    """
+    here = jax.default_backend()
+    backend = backend or here
+    return tuple(name for name, c in CONFIGURATIONS.items()
+                 if c.variant == Variant() and c.families is None and c.forms is None
+                 and (c.platforms is None or backend in c.platforms) and (backend != here or buildable(name)))
 
 
 def compile_program(program: Program, config_name: str = "default") -> jax.stages.Compiled:

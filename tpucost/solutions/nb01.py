@@ -15,12 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from tpucost import features, hlo, kernels, programs
+from tpucost import compat, features, hlo, kernels
 from tpucost.measure import compile_fn
 
 #: Compile options that switch off XLA:CPU's library (YNNPACK/XNNPACK) fusions: the corpus's
 #: ``no_library_fusion`` configuration.
-NO_LIBRARY_FUSION = dict(programs.CONFIGURATIONS["no_library_fusion"].compiler_options)
+NO_LIBRARY_FUSION = compat.library_fusions_off()
 
 
 class SmallCNN(nnx.Module):
