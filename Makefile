@@ -48,11 +48,9 @@ test-colab: $(COLAB_STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/
 
-## bench: the speed measurements of benchmarks/ (each prints ratios to a reference run alongside)
+## bench: every speed measurement of benchmarks/ (each prints ratios to a reference run alongside)
 bench: $(STAMP)
-	$(PY) benchmarks/parse_speed.py
-	$(PY) benchmarks/collect_speed.py
-	$(PY) benchmarks/inference_speed.py
+	for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 ## lock: re-pin constraints.txt from the current .venv (after changing dependencies)
 lock: $(STAMP)

@@ -2,7 +2,7 @@
 
     python benchmarks/collect_speed.py [--programs 6] [--repeats 5] [--families mlp,cnn] [--out DIR]
 
-Collects a small corpus with :func:`tpucost.collect.collect` into a temporary folder, timing the
+Collects a small corpus with `tpucost.data.kernel.collect` into a temporary folder, timing the
 whole run with ``time.perf_counter``, and splits it with the per-(program, configuration) phase
 timings of ``log.jsonl``:
 
@@ -21,7 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tpucost import collect, device
+from tpucost import device
+from tpucost.data import collection
+from tpucost.data import kernel as kernel_data
 
 
 def main() -> None:
@@ -36,13 +38,13 @@ def main() -> None:
     out = Path(args.out or tempfile.mkdtemp(prefix="collect_speed_"))
 
     t0 = time.perf_counter()
-    summary = collect.collect(out, args.programs, 0, repeats=args.repeats, families=families,
+    summary = kernel_data.collect(out, args.programs, 0, repeats=args.repeats, families=families,
                               progress=False, do_finalize=False)
     t1 = time.perf_counter()
-    ds = collect.finalize(out)
+    ds = kernel_data.finalize(out)
     t2 = time.perf_counter()
 
-    ok = [e for e in collect.read_log(out) if e.get("status") == "ok"]
+    ok = [e for e in collection.read_log(out) if e.get("status") == "ok"]
     runs = 1 + max(args.repeats, 5) + args.repeats
     kernel_s = sum(e["kernel_ns_per_run"] * 1e-9 * runs for e in ok)
     compile_s = sum(e["compile_s"] for e in ok)

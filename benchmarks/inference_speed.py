@@ -5,7 +5,7 @@
 Both sides are measured in this run on this machine:
 * prediction: `CostModel.predict` on `--kernels` kernels of the bundled data set, batched, after
   one warm-up call (which compiles one program per padding bucket), best of 3;
-* measurement (the reference): `tpucost.collect.measure_program` on the first `--programs`
+* measurement (the reference): `tpucost.data.kernel.measure_program` on the first `--programs`
   programs of the corpus under the default configuration: compiling, running under the profiler
   and labelling, i.e. what it costs to get the same numbers from the device.
 Prints kernels/s of each and the ratio predicted / measured: the reason the model exists.
@@ -20,9 +20,11 @@ import time
 
 import jax
 
-from tpucost import costmodel, data, device
-from tpucost.collect import measure_program
+from tpucost import costmodel, device
+from tpucost.data import kernel as kernel_data
+from tpucost.data.kernel import measure_program
 from tpucost.programs import generate_programs
+from tpucost.tasks import kernel
 
 
 def predicted_per_second(model: costmodel.CostModel, graphs: list, repeats: int = 3) -> float:
@@ -54,12 +56,12 @@ def main() -> None:
     parser.add_argument("--programs", type=int, default=6)
     args = parser.parse_args()
     device.pin_to_one_core()  # the label mode: one kernel at a time on one core (before JAX starts)
-    ds = data.load_kernel_dataset()
+    ds = kernel_data.load_kernel_dataset()
     graphs = [ds.graph(i) for i in range(min(args.kernels, len(ds)))]
     measured, n_measured = measured_per_second(args.programs)
     print(f"backend {jax.default_backend()}; reference: measuring {n_measured} kernels of {args.programs} "
           f"programs on the device (compile + profile + label): {measured:,.0f} kernels/s")
-    for method in costmodel.METHODS:
+    for method in kernel.METHODS:
         model = costmodel.CostModel.load(args.model, method)
         rate = predicted_per_second(model, graphs)
         print(f"{method:<10} predicts {rate:>10,.0f} kernels/s on CPU = {rate / measured:,.0f}x measuring them")

@@ -151,3 +151,13 @@ def pytest_configure(config):
 
     if "TPUCOST_CACHE_DIR" not in os.environ:
         os.environ["TPUCOST_CACHE_DIR"] = tempfile.mkdtemp(prefix="tpucost-test-cache-")
+
+
+def pretend_another_machine(monkeypatch, cpu_model: str = "Some Other CPU") -> dict:
+    """Make `tpucost.device.fingerprint` describe another CPU (AVX2 only, another id); returns it."""
+    from tpucost import device
+
+    other = dict(device.fingerprint(), cpu_model=cpu_model, cpu_isa=["avx2"])
+    other["id"] = device._identity_hash(other)
+    monkeypatch.setattr(device, "fingerprint", lambda: dict(other))
+    return other

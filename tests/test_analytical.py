@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpucost import analytical, compat, data, device
+from tpucost import analytical, compat, device
 from tpucost.analytical import (
     AnalyticalModel,
     DeviceRoofline,
@@ -19,6 +19,7 @@ from tpucost.analytical import (
     kernel_cost,
     roofline_ns,
 )
+from tpucost.data import kernel as kernel_data
 from tpucost.features import KernelGraph, featurize
 from tpucost.hlo import parse_module
 from tpucost.kernels import decompose
@@ -198,11 +199,11 @@ def test_model_uses_only_the_training_data(synthetic, tmp_path, monkeypatch):
     y_garbage[test] *= 1000.0
     fitted = []
     for name, labels in (("clean", y), ("garbage", y_garbage)):
-        ds = data.concat([
-            data.from_graphs([g], [labels[i]], [1], {**meta, "program_id": f"{family[i]}-{i}", "family": family[i]})
+        ds = kernel_data.concat([
+            kernel_data.from_graphs([g], [labels[i]], [1], {**meta, "program_id": f"{family[i]}-{i}", "family": family[i]})
             for i, g in enumerate(synthetic)
         ])
-        assert data.split(ds, "hard").test.tolist() == test
+        assert kernel_data.split(ds, "hard").test.tolist() == test
         kernel.run_experiment(ds, "hard", tmp_path / name, methods=("analytical",), progress=False)
         model = AnalyticalModel.from_json((tmp_path / name / "analytical.json").read_text())
         assert model.coefficients == pytest.approx({"dot": 2.0, "kLoop": 5.0})

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpucost import autotune, cli, programs, tiles
+from tpucost import autotune, cli, plots, programs, tiles
+from tpucost.autotune import protocol
 from tpucost.tasks import tile as tile_task
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
@@ -307,7 +308,7 @@ def test_speedup_panels_share_their_y_axis_within_a_space():
 
     matplotlib.use("Agg")
     tile = {**_report("c"), "space": "tile"}
-    fig = autotune.plot_speedup_panels({"a": _report("a"), "b": _report("b", noise=None), "c": tile})
+    fig = plots.plot_speedup_panels({"a": _report("a"), "b": _report("b", noise=None), "c": tile})
     left, right, third = fig.axes
     assert left.get_shared_y_axes().joined(left, right)
     assert not left.get_shared_y_axes().joined(left, third)
@@ -349,7 +350,7 @@ def test_progress_is_drawn_in_measured_milliseconds():
     matplotlib.use("Agg")
     run = autotune.SearchRun("device_only", "from_default", 0, {"k": 0})
     run.measured = [({"k": 0}, 2e6, 1.0), ({"k": 1}, 3e6, 2.0), ({"k": 2}, 1.5e6, 3.0)]
-    ax = autotune.plot_progress([run], default_ns=1.8e6)
+    ax = plots.plot_progress([run], default_ns=1.8e6)
     line, default = ax.get_lines()
     assert list(line.get_ydata()[1:]) == [2.0, 2.0, 1.5]  # best so far, in ms, as measured
     assert list(default.get_ydata()) == [1.8, 1.8] and "ms" in ax.get_ylabel()
@@ -375,14 +376,14 @@ def test_a_killed_autotune_resumes_from_its_journal(tmp_path, monkeypatch):
     journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
     ran = []
     for name in ("device_only_search", "model_guided_search"):
-        original = getattr(autotune, name)
+        original = getattr(protocol, name)
 
         def recording(*args, _original=original, **kwargs):
             run = _original(*args, **kwargs)
             ran.append((run.start, run.strategy))
             return run
 
-        monkeypatch.setattr(autotune, name, recording)
+        monkeypatch.setattr(protocol, name, recording)
     second = _tiny_autotune(spec, workdir)
     assert ran == [(r.start, r.strategy) for r in first.runs[2:]]  # only the searches not journalled
     assert [dataclasses.asdict(r) for r in second.runs[:2]] == [dataclasses.asdict(r) for r in first.runs[:2]]

@@ -8,8 +8,10 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import pretend_another_machine
 
-from tpucost import calibration, cli, collect, costmodel, data, device, train
+from tpucost import calibration, cli, costmodel, device, train
+from tpucost.data import kernel as kernel_data
 from tpucost.tasks import kernel
 
 
@@ -43,20 +45,12 @@ def test_cross_fitted_errors_never_score_a_half_with_its_own_offsets():
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("cal")
-    collect.collect(out / "data", 6, 0, repeats=2, configurations=("default",), families=("mlp", "norm_softmax"),
+    kernel_data.collect(out / "data", 6, 0, repeats=2, configurations=("default",), families=("mlp", "norm_softmax"),
                     progress=False)
-    ds = data.load_kernel_dataset(out / "data")
+    ds = kernel_data.load_kernel_dataset(out / "data")
     kernel.run_experiment(ds, "random", out / "model", train.TrainConfig.smoke(), methods=("gnn", "analytical"),
                                   progress=False)
     return out / "model", ds
-
-
-def _elsewhere(monkeypatch):
-    real = device.fingerprint()
-    other = dict(real, cpu_model="A Slower CPU", cpu_isa=["avx2"])
-    other["id"] = device._identity_hash(other)
-    monkeypatch.setattr(device, "fingerprint", lambda: dict(other))
-    return other
 
 
 def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrated(tiny_model, monkeypatch, tmp_path):
@@ -66,7 +60,7 @@ def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrate
     assert here.trained_on["id"] == ds.device["id"] == device.fingerprint()["id"]
     assert json.loads((model_dir / "analytical.json").read_text())["device"]["id"] == ds.device["id"]
 
-    other = _elsewhere(monkeypatch)
+    other = pretend_another_machine(monkeypatch, "A Slower CPU")
     device._warned.clear()
     with pytest.warns(UserWarning, match="predictions are for the other setting") as caught:
         raw = costmodel.CostModel.load(model_dir, "gnn")

@@ -50,7 +50,8 @@ def test_checkpoint_round_trip(tmp_path, toy, kind):
     assert (ckpt / "params.msgpack").read_bytes()[:1] != b"\x80"  # msgpack, not a pickle stream
     model, norm2, cfg2, meta = kernel.load_model(ckpt)
     assert cfg2 == cfg and norm2 == task.norm and meta["extra"] == {"note": "test"}
-    assert meta["feature_layout"] == features.layout_fingerprint() and meta["task"] == "kernel"
+    assert meta["model"]["features"]["layout"] == features.layout_fingerprint() and meta["task"] == "kernel"
+    assert meta["format_version"] == checkpoint.FORMAT_VERSION
     graphs = [toy.graph(i) for i in range(48)]
     np.testing.assert_array_equal(kernel.predict_log_ns(model, norm2, graphs),
                                   kernel.predict_log_ns(r.model, task.norm, graphs))
@@ -64,8 +65,12 @@ def test_load_checkpoint_errors(tmp_path):
     ckpt = _saved(tmp_path)
     cfg_file = ckpt / "config.json"
     meta = json.loads(cfg_file.read_text())
-    cfg_file.write_text(json.dumps({**meta, "feature_layout": "0" * 64}))
+    other = {**meta, "model": {**meta["model"], "features": {**meta["model"]["features"], "layout": "0" * 64}}}
+    cfg_file.write_text(json.dumps(other))
     with pytest.raises(ValueError, match="feature layout"):
+        kernel.load_model(ckpt)
+    cfg_file.write_text(json.dumps({**meta, "format_version": 1}))
+    with pytest.raises(ValueError, match="config.json.*format_version"):
         kernel.load_model(ckpt)
     cfg_file.write_text(json.dumps({k: v for k, v in meta.items() if k != "norm"}))
     with pytest.raises(ValueError, match="norm"):
@@ -120,11 +125,11 @@ def test_cli_prints_one_line_for_a_corrupt_checkpoint(tmp_path, capsys):
     assert err.count("\n") == 1 and err.startswith("error: ") and str(ckpt / "params.msgpack") in err, err
 
 
-def test_bundled_checkpoints_of_the_old_format_load_as_tpucost_features():
+def test_bundled_checkpoints_carry_their_feature_spec():
     for method in ("gnn", "lstm"):
         path = costmodel.default_model_dir("random") / method
         meta = json.loads((path / "config.json").read_text())
-        assert "features" not in meta["model"] and "num_features" in meta["model"]  # written before specs
+        assert meta["format_version"] == checkpoint.FORMAT_VERSION and "features" in meta["model"]
         loaded = kernel.load_model(path)
         assert loaded.config.model.features == features.TPUCOST_FEATURES
         assert checkpoint.load(path).task == "kernel"

@@ -13,8 +13,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from conftest import pretend_another_machine
 
-from tpucost import cli, collect, data, device, hlo, kernels
+from tpucost import cli, device, hlo, kernels
+from tpucost.data import additivity, collection
+from tpucost.data import kernel as kernel_data
 from tpucost.programs import compile_program, generate_programs
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="collected on XLA:CPU")
@@ -28,16 +31,16 @@ def _cli_args(out: Path, *extra: str) -> list[str]:
             "--families", ",".join(FAMILIES), "--configs", ",".join(CONFIGS), "--no-progress", *extra]
 
 
-def _pairs(ds: data.KernelDataset) -> set[tuple[str, str]]:
+def _pairs(ds: kernel_data.KernelDataset) -> set[tuple[str, str]]:
     return set(zip(ds.source_program_id.tolist(), ds.source_configuration.tolist(), strict=True))
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> data.KernelDataset:
+def reference(tmp_path_factory) -> kernel_data.KernelDataset:
     """An uninterrupted in-process run of the tiny corpus."""
     out = tmp_path_factory.mktemp("reference")
-    collect.collect(out, N, 0, repeats=REPEATS, configurations=CONFIGS, families=FAMILIES, progress=False)
-    return data.load_kernel_dataset(out)
+    kernel_data.collect(out, N, 0, repeats=REPEATS, configurations=CONFIGS, families=FAMILIES, progress=False)
+    return kernel_data.load_kernel_dataset(out)
 
 
 def test_collect_records(reference):
@@ -49,7 +52,7 @@ def test_collect_records(reference):
 
 def test_record_names_match_hlo_kernels():
     program = next(generate_programs(1, 0, FAMILIES))
-    records, entry = collect.measure_program(program, "default", repeats=REPEATS)
+    records, entry = kernel_data.measure_program(program, "default", repeats=REPEATS)
     names = {k.name for k in kernels.decompose(hlo.parse_module(compile_program(program, "default").as_text()))}
     assert set(records.name) <= names
     assert len(records) == len(names) - entry["missing"] and entry["status"] == "ok"
@@ -63,7 +66,7 @@ def test_resume_after_kill(tmp_path, reference):
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # kill once the first program's configurations are logged
-        ok = [e for e in collect.read_log(out) if e.get("status") == "ok"]
+        ok = [e for e in collection.read_log(out) if e.get("status") == "ok"]
         if len({e["program_id"] for e in ok}) >= 1 and len(ok) >= len(CONFIGS):
             break
         time.sleep(0.02)
@@ -71,37 +74,37 @@ def test_resume_after_kill(tmp_path, reference):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "schema.json").exists()
-    done_before = {(e["program_id"], e["configuration"]) for e in collect.read_log(out) if e.get("status") == "ok"}
+    done_before = {(e["program_id"], e["configuration"]) for e in collection.read_log(out) if e.get("status") == "ok"}
     subprocess.run([*cmd, "--resume"], cwd=ROOT, env=env, check=True, capture_output=True)
-    log = [e for e in collect.read_log(out) if e.get("status") == "ok"]
+    log = [e for e in collection.read_log(out) if e.get("status") == "ok"]
     pairs = [(e["program_id"], e["configuration"]) for e in log]
     assert len(pairs) == len(set(pairs)), "a pair was measured twice"
     assert done_before < set(pairs)
-    resumed = data.load_kernel_dataset(out)
+    resumed = kernel_data.load_kernel_dataset(out)
     assert set(resumed.program_id) == set(reference.program_id)
     assert _pairs(resumed) == _pairs(reference)
-    assert set(resumed.fingerprint) == set(reference.fingerprint)
+    assert set(resumed.kernel_hash) == set(reference.kernel_hash)
 
 
 def test_merge_shards_equals_single_run(tmp_path, reference):
     for i in range(2):
-        collect.collect(tmp_path / f"s{i}", N, 0, shard=(i, 2), repeats=REPEATS, configurations=CONFIGS,
+        kernel_data.collect(tmp_path / f"s{i}", N, 0, shard=(i, 2), repeats=REPEATS, configurations=CONFIGS,
                         families=FAMILIES, progress=False, do_finalize=False)
     assert cli.main(["data", "merge", "--out", str(tmp_path / "merged"), str(tmp_path / "s0"),
                      str(tmp_path / "s1")]) == 0
-    merged = data.load_kernel_dataset(tmp_path / "merged")
+    merged = kernel_data.load_kernel_dataset(tmp_path / "merged")
     assert _pairs(merged) == _pairs(reference)
-    assert list(merged.fingerprint) == list(reference.fingerprint)  # same order: parts sorted by name
+    assert list(merged.kernel_hash) == list(reference.kernel_hash)  # same order: parts sorted by name
     np.testing.assert_array_equal(merged.count, reference.count)
-    done = {(e["program_id"], e["configuration"]) for e in collect.read_log(tmp_path / "merged") if e.get("status") == "ok"}
-    assert done == {(e["program_id"], e["configuration"]) for e in collect.read_log(reference.root)
+    done = {(e["program_id"], e["configuration"]) for e in collection.read_log(tmp_path / "merged") if e.get("status") == "ok"}
+    assert done == {(e["program_id"], e["configuration"]) for e in collection.read_log(reference.root)
                     if e.get("status") == "ok"}  # the merged log holds every measured pair: noise can re-measure
 
 
 def test_collect_refuses_existing_without_resume(tmp_path):
     (tmp_path / "log.jsonl").write_text("")
     with pytest.raises(FileExistsError, match="resume"):
-        collect.collect(tmp_path, 1, progress=False)
+        kernel_data.collect(tmp_path, 1, progress=False)
 
 
 def test_cli_stats_json(reference, capsys):
@@ -116,23 +119,23 @@ def test_cli_stats_json(reference, capsys):
 
 def test_noise_remeasures_a_sample(tmp_path):
     out = tmp_path / "noise"
-    collect.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
-    result = collect.measure_noise(out, sample=6, seed=1, progress=False)
-    assert result["sampled"] == min(6, len(data.load_kernel_dataset(out)))
+    kernel_data.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
+    result = kernel_data.measure_noise(out, sample=6, seed=1, progress=False)
+    assert result["sampled"] == min(6, len(kernel_data.load_kernel_dataset(out)))
     assert result["matched"] >= 1 and result["median_rel"] >= 0 and result["p90_rel"] >= result["median_rel"]
     rows = result["rows"]
     assert all(r["stored_ns"] > 0 and r["remeasured_ns"] > 0 for r in rows)
-    s = data.stats(data.load_kernel_dataset(out))
+    s = kernel_data.stats(kernel_data.load_kernel_dataset(out))
     assert s["noise_median_rel"] == result["median_rel"] and s["noise_p90_rel"] == result["p90_rel"]
 
 
 def test_additivity_table_and_cli(tmp_path, capsys):
     out = tmp_path / "add"
-    collect.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
-    table = collect.additivity_table(out)
+    kernel_data.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
+    table = additivity.additivity_table(out)
     assert len(table) == 2 and set(table["family"]) == {"mlp"}
     assert (table["additivity_ratio"] > 0).all()
-    lo, hi = collect.ADDITIVE
+    lo, hi = additivity.ADDITIVE
     far = (table["additivity_ratio"] < lo) | (table["additivity_ratio"] > hi)
     assert ((table["reason"] != "") == far).all()
     assert cli.main(["data", "additivity", str(out), "--json"]) == 0
@@ -146,43 +149,34 @@ def test_additivity_table_and_cli(tmp_path, capsys):
 
 
 def test_collection_records_its_device(reference, capsys):
-    recorded = collect.read_device(reference.root)
+    recorded = collection.read_device(reference.root)
     assert recorded == reference.device and recorded["id"] == device.fingerprint()["id"]
     assert cli.main(["data", "stats", str(reference.root), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["device"]["id"] == recorded["id"]
 
 
-def _another_machine(monkeypatch):
-    real = device.fingerprint
-
-    def elsewhere():
-        fp = dict(real(), cpu_model="Some Other CPU", cpu_isa=["avx2"])
-        return {**fp, "id": device._identity_hash(fp)}
-
-    monkeypatch.setattr(device, "fingerprint", elsewhere)
-
 
 def test_resume_on_another_device_is_refused(tmp_path, monkeypatch):
     out = tmp_path / "run"
-    collect.collect(out, 1, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
-    _another_machine(monkeypatch)
+    kernel_data.collect(out, 1, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
+    pretend_another_machine(monkeypatch)
     with pytest.raises(ValueError, match="a data set comes from one device"):
-        collect.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",),
+        kernel_data.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",),
                         progress=False, resume=True)
 
 
 def test_merge_refuses_folders_of_different_devices(tmp_path, monkeypatch, capsys):
     kwargs = dict(repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False, do_finalize=False)
-    collect.collect(tmp_path / "here", 2, 0, shard=(0, 2), **kwargs)
+    kernel_data.collect(tmp_path / "here", 2, 0, shard=(0, 2), **kwargs)
     with monkeypatch.context() as m:
-        _another_machine(m)
-        collect.collect(tmp_path / "there", 2, 0, shard=(1, 2), **kwargs)
+        pretend_another_machine(m)
+        kernel_data.collect(tmp_path / "there", 2, 0, shard=(1, 2), **kwargs)
     args = ["data", "merge", "--out", str(tmp_path / "merged"), str(tmp_path / "here"), str(tmp_path / "there")]
     assert cli.main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Some Other CPU" in err and str(tmp_path / "here") in err
     assert cli.main([*args, "--allow-mixed-devices"]) == 0
-    assert data.load_kernel_dataset(tmp_path / "merged").device is None  # no single device to name
+    assert kernel_data.load_kernel_dataset(tmp_path / "merged").device is None  # no single device to name
 
 
 def test_collect_into_an_unwritable_folder_is_one_line(capsys):

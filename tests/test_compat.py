@@ -7,6 +7,7 @@ environment loads both, so a checkpoint written under one version is shown to lo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from tpucost import checkpoint, compat, device, features, programs
+from tpucost import backends, checkpoint, compat, device, features, programs
 from tpucost.hlo import parse_module
 from tpucost.kernels import decompose
 from tpucost.models import ModelConfig, make_model
@@ -57,7 +58,7 @@ def _write_fixture() -> Path:
     """Write tests/data/checkpoint-flax-<version>/ (run once per flax version, by hand)."""
     config = ModelConfig(hidden=8, num_layers=2)
     model = make_model(config, nnx.Rngs(7))  # not the seed `checkpoint.load` initialises with
-    out = checkpoint.save(DATA / f"checkpoint-flax-{flax.__version__}", model, config)
+    out = checkpoint.save(DATA / f"checkpoint-flax-{flax.__version__}", model, config, {"task": "kernel"})
     (out / "expected.json").write_text(json.dumps({"standardised": _predict(model).tolist()}))
     return out
 
@@ -91,9 +92,18 @@ def test_the_installed_jaxlib_is_asked_which_compile_options_exist():
         "xla_no_such_option_anywhere"]
 
 
-def test_a_configuration_this_jaxlib_cannot_build_is_skipped_with_one_line(monkeypatch):
+def _bogus_configuration(monkeypatch) -> CompileConfig:
+    """A configuration whose option no jaxlib has, offered on every backend."""
     bogus = CompileConfig("needs_future_xla", "an option no jaxlib has", {"xla_no_such_option_anywhere": "1"})
     monkeypatch.setitem(programs.CONFIGURATIONS, bogus.name, bogus)
+    for name, record in backends.BACKENDS.items():
+        monkeypatch.setitem(backends.BACKENDS, name, dataclasses.replace(
+            record, compile_configurations=(*record.compile_configurations, bogus.name)))
+    return bogus
+
+
+def test_a_configuration_this_jaxlib_cannot_build_is_skipped_with_one_line(monkeypatch):
+    bogus = _bogus_configuration(monkeypatch)
     program = next(programs.generate_programs(1, 0, families=("mlp",)))
     device._warned.clear()
     with pytest.warns(UserWarning, match="skipped") as caught:
@@ -111,8 +121,7 @@ def test_a_configuration_this_jaxlib_cannot_build_is_skipped_with_one_line(monke
 
 
 def test_configurations_for_another_platform_are_not_probed_here(monkeypatch):
-    bogus = CompileConfig("needs_future_xla", "an option no jaxlib has", {"xla_no_such_option_anywhere": "1"})
-    monkeypatch.setitem(programs.CONFIGURATIONS, bogus.name, bogus)
+    bogus = _bogus_configuration(monkeypatch)
     program = next(programs.generate_programs(1, 0, families=("mlp",)))
     other = "tpu" if jax.default_backend() != "tpu" else "cpu"
     assert bogus.name in programs.applicable_configurations(program, platform=other)

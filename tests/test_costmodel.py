@@ -4,6 +4,7 @@ on a tiny collected data set."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +12,10 @@ import numpy as np
 import pytest
 from conftest import rand_graph
 
-from tpucost import cli, collect, costmodel, data, hlo, kernels, models, programs, train
+from tpucost import cli, costmodel, hlo, kernels, models, programs, train
+from tpucost.data import collection
+from tpucost.data import kernel as kernel_data
+from tpucost.data.splits import Split
 from tpucost.tasks import kernel as kernel_task
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
@@ -20,12 +24,12 @@ METHODS = ("gnn", "lstm", "analytical")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> data.KernelDataset:
+def tiny(tmp_path_factory) -> kernel_data.KernelDataset:
     """Six small programs measured on this CPU (default configuration only)."""
     out = tmp_path_factory.mktemp("tiny")
-    collect.collect(out, 6, 0, repeats=2, configurations=("default",), families=("mlp", "norm_softmax"),
+    kernel_data.collect(out, 6, 0, repeats=2, configurations=("default",), families=("mlp", "norm_softmax"),
                     progress=False)
-    return data.load_kernel_dataset(out)
+    return kernel_data.load_kernel_dataset(out)
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +45,14 @@ def test_training_writes_every_method_and_evaluates_on_test(tiny, trained):
     assert (out / "analytical.json").exists()
     saved = json.loads((out / "evaluation.json").read_text())
     assert set(saved["results"]) == set(METHODS)
-    split = data.split(tiny, "random")
-    assert saved["test_kernels"] == len(split.test) > 0 and saved["test_programs"] == len(split.test_programs) > 0
-    rows = data.program_rows(tiny, split.test_programs)
+    split = kernel_data.split(tiny, "random")
+    assert saved["test_kernels"] == len(split.test) > 0 and saved["test_programs"] == len(split.test_ids) > 0
+    rows = kernel_data.program_rows(tiny, split.test_ids)
     for method in METHODS:
         result = saved["results"][method]
-        assert result["n_kernels"] == len(rows.kernel) and result["n_programs"] == len(split.test_programs)
+        assert result["n_kernels"] == len(rows.kernel) and result["n_programs"] == len(split.test_ids)
         assert result["unseen"]["n_kernels"] == np.isin(rows.kernel, split.test).sum() > 0
-        assert sum(result["n_programs_by_family"].values()) == len(split.test_programs)
+        assert sum(result["n_programs_by_family"].values()) == len(split.test_ids)
 
 
 def test_evaluate_split_scores_every_kernel_each_test_program_ran():
@@ -56,14 +60,14 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
     s, a, b, c, e = (rand_graph(rng, n)._replace(name=name) for n, name in zip((3, 4, 5, 6, 7), "sabce", strict=True))
     meta = {"form": "forward", "configuration": "default", "backend": "cpu", "device_kind": "cpu", "jax_version": "0"}
     programs = {"p0": ("mlp", [s, a]), "p1": ("unet", [s, b]), "p2": ("gru", [s, c, e])}
-    ds = data.dedup(data.concat([
-        data.from_graphs(gs, [1000.0] * len(gs), [1] * len(gs), {**meta, "program_id": p, "family": f})
+    ds = kernel_data.dedup(kernel_data.concat([
+        kernel_data.from_graphs(gs, [1000.0] * len(gs), [1] * len(gs), {**meta, "program_id": p, "family": f})
         for p, (f, gs) in programs.items()
     ]))
     kernel = {str(n): i for i, n in enumerate(ds.name)}  # s is stored once, first seen in p0 (train)
-    split = data.Split(np.array(["p0"]), np.array([], str), np.array(["p1", "p2"]),
-                       np.array([kernel["s"], kernel["a"]]), np.array([], np.int64),
-                       np.array([kernel["b"], kernel["c"], kernel["e"]]))
+    split = Split("program", np.array(["p0"]), np.array([], str), np.array(["p1", "p2"]),
+                  np.array([kernel["s"], kernel["a"]]), np.array([], np.int64),
+                  np.array([kernel["b"], kernel["c"], kernel["e"]]))
     ape = {"s": 100.0, "a": 0.0, "b": 10.0, "c": 10.0, "e": 40.0}  # predicted = true * (1 + APE / 100)
 
     def predict(graphs):
@@ -89,8 +93,8 @@ def test_cost_model_predicts_positive_runtimes(tiny, trained):
 def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path):
     """Several epochs of both networks (so early stopping has a choice) and the analytical fit:
     garbage test labels change no validation loss, no chosen epoch and no prediction."""
-    split = data.split(tiny, "random")
-    changed = data.load_kernel_dataset(tiny.root)
+    split = kernel_data.split(tiny, "random")
+    changed = kernel_data.load_kernel_dataset(tiny.root)
     changed.runtime_ns[split.test] = 1e9 / changed.runtime_ns[split.test]  # garbage, order reversed
     changed.runtime_ns[split.test[::2]] *= 100.0
     tiny_model = models.ModelConfig(opcode_embed=4, hidden=8, num_layers=1)
@@ -125,19 +129,19 @@ def test_predict_program_covers_every_kernel(trained):
 def test_program_totals_add_the_training_programs_dispatch_overhead(tiny, trained):
     """The checkpoint stores the dispatch overhead of its TRAINING programs' runs; totals add it per kernel."""
     out, _ = trained
-    split = data.split(tiny, "random")
-    train_runs = [e for e in collect.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.train_programs]
-    expected = collect.dispatch_ns_per_kernel(train_runs)
+    split = kernel_data.split(tiny, "random")
+    train_runs = [e for e in collection.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.train_ids]
+    expected = kernel_data.dispatch_ns_per_kernel(train_runs)
     model = costmodel.CostModel.load(out, "gnn")
     assert expected is not None and model.dispatch_ns_per_kernel == pytest.approx(expected)
     estimate = model.predict_hlo(jax.jit(lambda x: jnp.tanh(x) @ x).lower(jnp.ones((8, 8))).compile().as_text())
     assert estimate.dispatch_ns == pytest.approx(expected * len(estimate.kernels))
 
-    totals = kernel_task.program_totals(model, tiny.root, split.test_programs, min_wall_ns=0, progress=False)
-    runs = [e for e in collect.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.test_programs]
+    totals = kernel_task.program_totals(model, tiny.root, split.test_ids, min_wall_ns=0, progress=False)
+    runs = [e for e in collection.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.test_ids]
     assert totals["pairs"] == len(runs) > 0
     program = programs.program_from_id(runs[0]["program_id"])
-    fn, options = collect.configured_program(program, runs[0]["configuration"])
+    fn, options = program.configured(runs[0]["configuration"])
     one = model.predict_program(fn, *program.args, compiler_options=options).total_ns / runs[0]["wall_ns"]
     if len(runs) == 1:
         assert totals["median_ratio"] == pytest.approx(one)
@@ -148,8 +152,8 @@ def test_dispatch_overhead_is_the_median_unlabelled_time_per_kernel():
     runs = [{"wall_ns": 1000.0, "kernel_ns_per_run": 900.0, "kernels": 10},   # 10 ns per kernel
             {"wall_ns": 500.0, "kernel_ns_per_run": 300.0, "kernels": 4},     # 50
             {"wall_ns": 800.0, "kernel_ns_per_run": 780.0, "kernels": 1}]     # 20
-    assert collect.dispatch_ns_per_kernel(runs) == pytest.approx(20.0)
-    assert collect.dispatch_ns_per_kernel([]) is None
+    assert kernel_data.dispatch_ns_per_kernel(runs) == pytest.approx(20.0)
+    assert kernel_data.dispatch_ns_per_kernel([]) is None
 
 
 def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
@@ -181,3 +185,28 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
         cli.main(["evaluate", "--task", "layout", "--model", str(out)])  # no such task
     assert cli.main(["evaluate", "--task", "tile", "--model", str(out)]) == 2  # kernel models are not tile models
     assert "no tile models" in capsys.readouterr().err
+
+
+def test_hparam_search_scores_validation_programs_and_resumes(tiny, tmp_path, monkeypatch):
+    ds = tiny
+    out = tmp_path / "search.json"
+    first = kernel_task.hparam_search(ds, out, ["gnn-base"], epochs=1, progress=False)
+    (trial,) = first["trials"]
+    split = kernel_data.split(ds, "random")
+    assert first["scored_on"] == "validation" and first["winner"] == "gnn-base"
+    assert trial["val_programs"] == len(split.val_ids) and trial["epochs_run"] == 1
+    ran = []
+    monkeypatch.setattr(kernel_task, "_hparam_trial", lambda name, *a, **k: ran.append(name) or {
+        **trial, "trial": name, "val_mape_ge5us": trial["val_mape_ge5us"] - 1})
+    again = kernel_task.hparam_search(ds, out, ["gnn-base", "gnn-wide"], epochs=1, progress=False)
+    assert ran == ["gnn-wide"] and again["winner"] == "gnn-wide"  # the finished trial is not run again
+    with pytest.raises(ValueError, match="unknown trials"):
+        kernel_task.hparam_search(ds, out, ["gnn-huge"])
+
+
+def test_the_checkpoints_readme_tables_are_what_experiment_tables_prints():
+    readme = (Path(kernel_task.__file__).parents[1] / "bundled" / "checkpoints" / "README.md").read_text()
+    tables = kernel_task.markdown_tables()
+    assert "## random split" in tables and "## hard split" in tables and "## Hyperparameter search" in tables
+    missing = [line for line in tables.splitlines() if line.strip() and line not in readme]
+    assert not missing, missing[:3]

@@ -1,7 +1,8 @@
-"""Tests of tpucost.data: records, dedup, npz storage and its validation, splits, stats."""
+"""Tests of tpucost.data.kernel: records, dedup, npz storage and its validation, splits, stats."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zipfile
 from pathlib import Path
@@ -9,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpucost import data, features
+from tpucost import features, files
+from tpucost.data import kernel as kernel_data
+from tpucost.data.splits import Split
 from tpucost.features import KernelGraph
 
 F = features.NUM_NODE_FEATURES
@@ -25,11 +28,11 @@ def _graph(rng: np.random.Generator, n: int, name: str) -> KernelGraph:
 def _records(program: str, family: str, config: str, graphs: list[KernelGraph], runtimes: list[float]):
     meta = {"program_id": program, "family": family, "form": "forward", "configuration": config,
             "backend": "cpu", "device_kind": "cpu", "jax_version": "0.0"}
-    return data.from_graphs(graphs, runtimes, [1] * len(graphs), meta)
+    return kernel_data.from_graphs(graphs, runtimes, [1] * len(graphs), meta)
 
 
 @pytest.fixture
-def dataset() -> data.KernelDataset:
+def dataset() -> kernel_data.KernelDataset:
     """12 programs (2 per family), 3 kernels each; kernel 'shared' appears in every program."""
     rng = np.random.default_rng(0)
     shared = _graph(rng, 4, "shared")
@@ -38,12 +41,12 @@ def dataset() -> data.KernelDataset:
         fam = FAMILIES[p % len(FAMILIES)]
         gs = [_graph(rng, 2 + p % 3, f"f.{p}"), _graph(rng, 5, f"g.{p}"), shared._replace(name=f"s.{p}")]
         parts.append(_records(f"{fam}-forward-0-{p}", fam, "default", gs, [10.0 + p, 20.0, 100.0 - p]))
-    return data.dedup(data.concat(parts))
+    return kernel_data.dedup(kernel_data.concat(parts))
 
 
-def _assert_same(a: data.KernelDataset, b: data.KernelDataset) -> None:
-    for name, arr in a.arrays().items():
-        other = b.arrays()[name]
+def _assert_same(a: kernel_data.KernelDataset, b: kernel_data.KernelDataset) -> None:
+    for name, arr in a.table.arrays().items():
+        other = b.table.arrays()[name]
         assert arr.dtype == other.dtype, name
         np.testing.assert_array_equal(arr, other, err_msg=name)
 
@@ -58,9 +61,9 @@ def test_dedup_keeps_min_and_count(dataset):
 
 
 def test_round_trip_exact(dataset, tmp_path):
-    data.save_dataset(dataset, tmp_path / "ds", shard_size=10)
+    kernel_data.save_dataset(dataset, tmp_path / "ds", shard_size=10)
     assert len(list((tmp_path / "ds").glob("kernels-*.npz"))) == 3
-    loaded = data.load_kernel_dataset(tmp_path / "ds")
+    loaded = kernel_data.load_kernel_dataset(tmp_path / "ds")
     _assert_same(dataset, loaded)
     g0, g1 = dataset.graph(7), loaded.graph(7)
     for x, y in zip(g0, g1, strict=True):
@@ -89,8 +92,9 @@ def _rewrite(path, **changes):
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"schema_version": np.array(99)}, "schema_version"),
-        ({"feature_layout": np.array("nope")}, "feature_layout"),
+        ({"format_version": np.array(99)}, "format_version"),
+        ({"features": np.array("{not json")}, "features"),
+        ({"features": np.array('{"layout": "x"}')}, "features"),
         ({"runtime_ns": np.zeros(3)}, "runtime_ns"),
         ({"senders": np.zeros(1, np.int64)}, "senders"),
         ({"opcodes": np.zeros(5, np.float32)}, "opcodes"),
@@ -99,57 +103,68 @@ def _rewrite(path, **changes):
     ],
 )
 def test_validation_names_file_and_field(dataset, tmp_path, change, field):
-    data.save_dataset(dataset, tmp_path)
+    kernel_data.save_dataset(dataset, tmp_path)
     shard = tmp_path / "kernels-00000.npz"
     _rewrite(shard, **change)
     with pytest.raises(ValueError, match=rf"kernels-00000\.npz.*{field}"):
-        data.load_kernel_dataset(tmp_path)
+        kernel_data.load_kernel_dataset(tmp_path)
 
 
 def test_schema_json_and_missing(dataset, tmp_path):
     with pytest.raises(FileNotFoundError, match="tpucost collect"):
-        data.load_kernel_dataset(tmp_path / "nothing")
-    data.save_dataset(dataset, tmp_path)
+        kernel_data.load_kernel_dataset(tmp_path / "nothing")
+    kernel_data.save_dataset(dataset, tmp_path)
     schema = json.loads((tmp_path / "schema.json").read_text())
-    (tmp_path / "schema.json").write_text(json.dumps({**schema, "schema_version": 0}))
-    with pytest.raises(ValueError, match="schema.json.*schema_version"):
-        data.load_kernel_dataset(tmp_path)
+    (tmp_path / "schema.json").write_text(json.dumps({**schema, "format_version": 0}))
+    with pytest.raises(ValueError, match="schema.json.*format_version"):
+        kernel_data.load_kernel_dataset(tmp_path)
     (tmp_path / "kernels-00000.npz").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="kernels-00000.npz"):
-        data.read_shard(tmp_path / "kernels-00000.npz")
+        kernel_data.read_shard(tmp_path / "kernels-00000.npz")
     assert not zipfile.is_zipfile(tmp_path / "kernels-00000.npz")
 
 
 def test_data_sets_carry_their_feature_spec(dataset, tmp_path):
     assert dataset.features == features.TPUCOST_FEATURES and dataset.subset([0]).features == dataset.features
-    data.save_dataset(dataset, tmp_path)
+    kernel_data.save_dataset(dataset, tmp_path)
     schema = json.loads((tmp_path / "schema.json").read_text())
     assert features.FeatureSpec.from_dict(schema["features"]) == features.TPUCOST_FEATURES
-    assert data.load_kernel_dataset(tmp_path).features == features.TPUCOST_FEATURES
+    assert kernel_data.load_kernel_dataset(tmp_path).features == features.TPUCOST_FEATURES
     (tmp_path / "schema.json").write_text(json.dumps({k: v for k, v in schema.items() if k != "features"}))
-    assert data.load_kernel_dataset(tmp_path).features == features.TPUCOST_FEATURES  # written before specs
+    with pytest.raises(ValueError, match="schema.json.*features"):
+        kernel_data.load_kernel_dataset(tmp_path)
     other = {**schema["features"], "layout": "tpugraphs-tile-v0"}
     (tmp_path / "schema.json").write_text(json.dumps({**schema, "features": other}))
-    with pytest.raises(ValueError, match="schema.json.*feature layout"):
-        data.load_kernel_dataset(tmp_path)
+    with pytest.raises(ValueError, match="schema.json.*feature layout"):  # the shards say otherwise
+        kernel_data.load_kernel_dataset(tmp_path)
+
+
+def test_a_data_set_of_another_feature_layout_still_loads(dataset, tmp_path):
+    """A data set is checked against its own spec, not tpucost's current one: adding a feature to
+    tpucost does not make the data sets written before it unreadable."""
+    spec = features.FeatureSpec("an-older-layout", features.NUM_NODE_FEATURES, features.TPUCOST_FEATURES.num_opcodes)
+    older = dataclasses.replace(dataset, features=spec)
+    kernel_data.save_dataset(older, tmp_path)
+    loaded = kernel_data.load_kernel_dataset(tmp_path)
+    assert loaded.features == spec and len(loaded) == len(dataset)
 
 
 def test_split_by_name(dataset):
-    assert data.split(dataset, "random").test.tolist() == data.split_random(dataset).test.tolist()
-    assert data.split(dataset, "hard").test.tolist() == data.split_hard(dataset).test.tolist()
+    assert kernel_data.split(dataset, "random").test.tolist() == kernel_data.split_random(dataset).test.tolist()
+    assert kernel_data.split(dataset, "hard").test.tolist() == kernel_data.split_hard(dataset).test.tolist()
     with pytest.raises(ValueError, match="random"):
-        data.split(dataset, "sideways")
+        kernel_data.split(dataset, "sideways")
 
 
-def _sources(ds: data.KernelDataset, i: int) -> tuple[set[str], set[str]]:
+def _sources(ds: kernel_data.KernelDataset, i: int) -> tuple[set[str], set[str]]:
     """(programs, families) kernel ``i`` was measured in."""
     s0, s1 = ds.source_offsets[i], ds.source_offsets[i + 1]
     return set(ds.source_program_id[s0:s1].tolist()), set(ds.source_family[s0:s1].tolist())
 
 
-def _assert_partition(ds: data.KernelDataset, split: data.Split) -> None:
+def _assert_partition(ds: kernel_data.KernelDataset, split: Split) -> None:
     """Every program is in exactly one part, every kernel in exactly one part."""
-    parts = (split.train_programs, split.val_programs, split.test_programs)
+    parts = (split.train_ids, split.val_ids, split.test_ids)
     everyone = np.concatenate(parts).tolist()
     assert sorted(everyone) == sorted(set(ds.source_program_id.tolist()))  # once each, all of them
     assert sorted(np.concatenate(list(split)).tolist()) == list(range(len(ds)))
@@ -159,88 +174,88 @@ def test_split_random_assigns_programs_and_keeps_test_kernels_unseen(dataset):
     shared = int(np.flatnonzero(dataset.count == 12)[0])  # ran in every program
     first_program_held_out = 0
     for seed in range(10):
-        split = data.split_random(dataset, seed=seed)
+        split = kernel_data.split_random(dataset, seed=seed)
         _assert_partition(dataset, split)
-        assert all(len(p) for p in (split.train_programs, split.val_programs, split.test_programs))
-        train_p, val_p = set(split.train_programs), set(split.val_programs)
+        assert all(len(p) for p in (split.train_ids, split.val_ids, split.test_ids))
+        train_p, val_p = set(split.train_ids), set(split.val_ids)
         for i in split.train:
             assert _sources(dataset, i)[0] & train_p
         for i in split.val:
             assert _sources(dataset, i)[0] & val_p and not _sources(dataset, i)[0] & train_p
         assert len(split.test)
         for i in split.test:  # unseen: no source in a train (or val) program
-            assert _sources(dataset, i)[0] <= set(split.test_programs)
+            assert _sources(dataset, i)[0] <= set(split.test_ids)
         assert shared in split.train  # whatever its first program's part
         first_program_held_out += dataset.program_id[shared] not in train_p
     assert first_program_held_out  # some seed put the shared kernel's first program in val or test
-    train, val, test = split = data.split_random(dataset, seed=3)  # unpacks as kernel indices
-    again = data.split_random(dataset, seed=3)
+    train, val, test = split = kernel_data.split_random(dataset, seed=3)  # unpacks as kernel indices
+    again = kernel_data.split_random(dataset, seed=3)
     assert all(np.array_equal(a, b) for a, b in zip((train, val, test), again, strict=True))
-    assert np.array_equal(split.test_programs, again.test_programs)
-    other = data.split_random(dataset, seed=4)
-    assert not np.array_equal(split.test_programs, other.test_programs)
+    assert np.array_equal(split.test_ids, again.test_ids)
+    other = kernel_data.split_random(dataset, seed=4)
+    assert not np.array_equal(split.test_ids, other.test_ids)
 
 
 def test_split_hard_holds_out_whole_families(dataset):
-    split = data.split_hard(dataset)
+    split = kernel_data.split_hard(dataset)
     _assert_partition(dataset, split)
     family_of = dict(zip(dataset.source_program_id.tolist(), dataset.source_family.tolist(), strict=True))
-    assert {family_of[p] for p in split.test_programs} == set(data.HARD_TEST_FAMILIES)
-    assert {family_of[p] for p in split.val_programs} == set(data.HARD_VAL_FAMILIES)
-    held_out = set(data.HARD_TEST_FAMILIES) | set(data.HARD_VAL_FAMILIES)
-    assert not {family_of[p] for p in split.train_programs} & held_out
-    assert len(split.train_programs) + len(split.val_programs) + len(split.test_programs) == 12
+    assert {family_of[p] for p in split.test_ids} == set(kernel_data.HARD_TEST_FAMILIES)
+    assert {family_of[p] for p in split.val_ids} == set(kernel_data.HARD_VAL_FAMILIES)
+    held_out = set(kernel_data.HARD_TEST_FAMILIES) | set(kernel_data.HARD_VAL_FAMILIES)
+    assert not {family_of[p] for p in split.train_ids} & held_out
+    assert len(split.train_ids) + len(split.val_ids) + len(split.test_ids) == 12
     for i in split.train:  # no train kernel was ever measured in a held-out family
         assert not _sources(dataset, i)[1] & held_out
-    rows = data.program_rows(dataset, split.test_programs)
+    rows = kernel_data.program_rows(dataset, split.test_ids)
     assert set(rows.kernel.tolist()) == set(split.test.tolist())  # all a test program ran is held out
     shared = int(np.flatnonzero(dataset.count == 12)[0])
     assert shared in split.test and dataset.family[shared] == "mlp"  # first seen in a train family
-    again = data.split_hard(dataset)
+    again = kernel_data.split_hard(dataset)
     assert all(np.array_equal(a, b) for a, b in zip(split, again, strict=True))
 
 
 def test_program_rows_one_row_per_program_and_kernel():
     rng = np.random.default_rng(1)
     g, h, k = _graph(rng, 3, "g"), _graph(rng, 4, "h"), _graph(rng, 5, "k")
-    ds = data.dedup(data.concat([
+    ds = kernel_data.dedup(kernel_data.concat([
         _records("a-0", "mlp", "default", [g, g._replace(name="g2"), h], [1.0, 2.0, 3.0]),  # g twice
         _records("a-0", "mlp", "fast", [g], [1.5]),  # same program, another configuration
         _records("b-1", "gru", "default", [k, g], [4.0, 5.0]),
     ]))
     assert ds.program_id.tolist() == ["a-0", "a-0", "b-1"]  # g, h, k: g's first program is a-0
-    rows = data.program_rows(ds, ["b-1", "a-0"])
+    rows = kernel_data.program_rows(ds, ["b-1", "a-0"])
     assert list(zip(rows.program_id.tolist(), rows.kernel.tolist(), rows.family.tolist(), strict=True)) == [
         ("a-0", 0, "mlp"), ("a-0", 1, "mlp"), ("b-1", 0, "gru"), ("b-1", 2, "gru")]
-    only_b = data.program_rows(ds, ["b-1"])
+    only_b = kernel_data.program_rows(ds, ["b-1"])
     assert only_b.kernel.tolist() == [0, 2] and set(only_b.program_id) == {"b-1"}  # g under b-1 too
-    assert len(data.program_rows(ds, []).kernel) == 0
+    assert len(kernel_data.program_rows(ds, []).kernel) == 0
 
 
 def test_stats(dataset, tmp_path):
-    data.save_dataset(dataset, tmp_path)
+    kernel_data.save_dataset(dataset, tmp_path)
     (tmp_path / "noise.json").write_text(json.dumps({"median_rel": 0.02, "p90_rel": 0.1}))
-    s = data.stats(data.load_kernel_dataset(tmp_path))
+    s = kernel_data.stats(kernel_data.load_kernel_dataset(tmp_path))
     assert s["kernels"] == 25 and s["programs"] == 12 and s["occurrences"] == 36
     assert set(s["runtime_ns_quantiles"]) == {"0.0", "0.1", "0.5", "0.9", "1.0"}
     assert s["runtime_ns_quantiles"]["0.0"] == 10.0
     assert (s["noise_median_rel"], s["noise_p90_rel"]) == (0.02, 0.1)
-    assert data.stats(dataset)["noise_median_rel"] is None
+    assert kernel_data.stats(dataset)["noise_median_rel"] is None
 
 
 def test_bundled_data_is_package_data_and_tpucost_data_dir_overrides(monkeypatch, tmp_path):
     import tpucost
     from tpucost import costmodel
 
-    monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
-    assert data.bundled_dir() == Path(tpucost.__file__).parent / "bundled"
-    assert (data.default_data_dir() / "schema.json").is_file()
+    monkeypatch.delenv(files.DATA_DIR_ENV, raising=False)
+    assert files.bundled_dir() == Path(tpucost.__file__).parent / "bundled"
+    assert (kernel_data.default_data_dir() / "schema.json").is_file()
     assert (costmodel.default_model_dir("random") / "gnn" / "config.json").is_file()
 
-    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(files.DATA_DIR_ENV, str(tmp_path))
     with pytest.raises(FileNotFoundError, match="TPUCOST_DATA_DIR"):
-        data.load_kernel_dataset()
+        kernel_data.load_kernel_dataset()
     with pytest.raises(FileNotFoundError, match="TPUCOST_DATA_DIR"):
         costmodel.CostModel.load(method="gnn")
     (tmp_path / "kernels_cpu").symlink_to(Path(tpucost.__file__).parent / "bundled" / "kernels_cpu")
-    assert len(data.load_kernel_dataset()) > 0
+    assert len(kernel_data.load_kernel_dataset()) > 0

@@ -14,7 +14,30 @@ TARGETS = jnp.array([[1.0, 2.0, 3.0, 0.0]])
 WHERE = jnp.array([[True, True, True, False]])
 
 
-@pytest.mark.parametrize("name", ["hinge", "logistic", "listwise"])
+RANK_LOSSES = [name for name, loss in losses.LOSSES.items() if not loss.regression]
+
+
+def test_the_registry_names_every_loss_once_with_its_model():
+    assert RANK_LOSSES == ["hinge", "logistic", "listwise"] and losses.regression_loss_name() == "mse"
+    names = [loss.model_name for loss in losses.LOSSES.values()]
+    assert len(set(names)) == len(names)
+    for name, loss in losses.LOSSES.items():
+        assert loss.name == name and losses.rank_loss(name) is loss.fn
+    with pytest.raises(ValueError, match="already registered"):
+        losses.register("hinge", "gnn_other")(losses.pairwise_hinge_loss)
+
+
+def test_a_new_loss_is_one_decorated_function(monkeypatch):
+    monkeypatch.setattr(losses, "LOSSES", dict(losses.LOSSES))
+
+    @losses.register("squared_hinge", "gnn_squared_hinge")
+    def squared_hinge(scores, targets, *, where=None):
+        return losses.pairwise_hinge_loss(scores, targets, where=where) ** 2
+
+    assert losses.rank_loss("squared_hinge") is squared_hinge and "squared_hinge" in losses.LOSSES
+
+
+@pytest.mark.parametrize("name", RANK_LOSSES)
 def test_rank_losses_prefer_the_true_order(name):
     loss = losses.rank_loss(name)
     right = loss(jnp.array([[0.0, 2.0, 4.0, 9.0]]), TARGETS, where=WHERE)

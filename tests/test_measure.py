@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from tpucost import measure
+from tpucost import backends, measure
 from tpucost.hlo import parse_module
 from tpucost.kernels import NOT_KERNELS
 from tpucost.measure import Measurement, measure_kernels, wall_time_ns
@@ -150,14 +150,14 @@ def test_events_filtered_by_program_id_in_a_shared_trace():
     assert ids_a and ids_b and not ids_a & ids_b
     jax.block_until_ready((a(*args_a), b(*args_b)))
     profile = profile_of([(a, args_a, 2), (b, args_b, 3), (a, args_a, 1)])
-    runs_a = {e.run for e in measure._kernel_events(profile, "cpu", "jit_conv", ids_a).events}
-    runs_b = {e.run for e in measure._kernel_events(profile, "cpu", "jit_conv", ids_b).events}
+    runs_a = {e.run for e in measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_a).events}
+    runs_b = {e.run for e in measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_b).events}
     assert len(runs_a) == 2 + 1 and len(runs_b) == 3
     assert not runs_a & runs_b
     with pytest.raises(ValueError, match="several programs"):
-        measure._kernel_events(profile, "cpu", "jit_conv", None)
+        measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", None)
     with pytest.raises(ValueError, match="jit_nope"):
-        measure._kernel_events(profile, "cpu", "jit_nope", ids_a)
+        measure._kernel_events(profile, backends.backend("cpu"), "jit_nope", ids_a)
 
 
 def test_disabling_fusion_changes_the_kernels(mlp_measurement):
@@ -272,7 +272,7 @@ def test_bad_arguments_raise_value_error():
     with pytest.raises(ValueError, match="repeats"):
         wall_time_ns(jnp.sin, jnp.ones(3), repeats=0)
     with pytest.raises(ValueError, match="backend"):
-        measure._kernel_events(None, "abacus", "jit_f", None)
+        backends.backend("abacus")
 
 
 def test_wall_time_ns_counts_runs():
@@ -329,13 +329,13 @@ def test_gpu_and_tpu_trace_readers_on_documented_layouts():
             ev("kernel_a", 100, 12, hlo_module="jit_f", hlo_op="fusion.1", program_id=7, run_id=2),
         ])]),
     ])
-    trace = measure._gpu_events(gpu, "jit_f", frozenset({7}))
+    trace = measure._gpu_events(gpu, backends.backend("gpu").trace_planes, "jit_f", frozenset({7}))
     assert [(e.name, e.run[1], e.end_ns - e.start_ns) for e in trace.events] == [("fusion.1", 1, 10), ("fusion.1", 2, 12)]
     assert trace.modules_seen == {"jit_f", "jit_g"}
     tpu = NS(planes=[NS(name="/device:TPU:0", lines=[
         NS(name="XLA Modules", events=[ev("jit_f(7)", 0, 50), ev("jit_g(8)", 60, 30), ev("jit_f(9)", 100, 50)]),
         NS(name="XLA Ops", events=[ev("fusion.1", 5, 10), ev("fusion.1", 65, 5), ev("fusion.1", 105, 5)]),
     ])])
-    trace = measure._tpu_events(tpu, "jit_f", frozenset({7}))
+    trace = measure._tpu_events(tpu, backends.backend("tpu").trace_planes, "jit_f", frozenset({7}))
     assert [(e.name, e.start_ns) for e in trace.events] == [("fusion.1", 5)]
     assert trace.modules_seen == {"jit_f", "jit_g"}

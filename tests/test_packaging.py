@@ -189,14 +189,26 @@ def test_makefile_tests_both_environments():
 
 
 def _module_name(path: Path) -> str:
-    """``tpucost/x.py`` -> ``x``; ``tpucost/tasks/x.py`` -> ``tasks.x`` (the README map's names)."""
-    return ".".join(path.relative_to(ROOT / "tpucost").with_suffix("").parts)
+    """``tpucost/x.py`` -> ``x``; ``tpucost/tasks/x.py`` -> ``tasks.x``; ``tpucost/tiles/__init__.py`` ->
+    ``tiles`` (the README map's names)."""
+    parts = path.relative_to(ROOT / "tpucost").with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _package_modules() -> set[str]:
-    """The README map's names of every module of the package (sub-packages' modules dotted)."""
-    files = [p for p in (ROOT / "tpucost").rglob("*.py") if p.name not in ("__init__.py", "__main__.py")]
-    return {_module_name(p) for p in files}
+    """The README map's names of every module of the package: sub-packages' modules dotted, and a
+    sub-package itself when its ``__init__`` imports something (a package that re-exports)."""
+    files = [p for p in (ROOT / "tpucost").rglob("*.py") if p.name != "__main__.py" and p.parent != ROOT / "tpucost"
+             or p.parent == ROOT / "tpucost" and p.name not in ("__init__.py", "__main__.py")]
+    return {_module_name(p) for p in files if p.name != "__init__.py" or "import" in _code(p)}
+
+
+def _code(path: Path) -> str:
+    """The source without its docstring (a docstring may mention imports)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    return "\n".join(ast.unparse(node) for node in tree.body if not isinstance(node, ast.Expr))
 
 
 def _imported_name(module: str, names: list[str]) -> set[str]:
@@ -204,9 +216,10 @@ def _imported_name(module: str, names: list[str]) -> set[str]:
     parts = module.split(".")[1:]
     if not parts:  # from tpucost import x
         return set(names)
-    if (ROOT / "tpucost" / parts[0]).is_dir() and len(parts) == 1:  # from tpucost.tasks import kernel
-        return {f"{parts[0]}.{n}" for n in names}
-    return {".".join(parts[:2]) if (ROOT / "tpucost" / parts[0]).is_dir() else parts[0]}
+    package = ROOT / "tpucost" / parts[0]
+    if package.is_dir() and len(parts) == 1:  # from tpucost.tasks import kernel / from tpucost.programs import Program
+        return {f"{parts[0]}.{n}" if (package / f"{n}.py").exists() else parts[0] for n in names}
+    return {".".join(parts[:2]) if package.is_dir() else parts[0]}
 
 
 def _tpucost_imports(path: Path) -> set[str]:
@@ -244,6 +257,49 @@ def test_readme_module_map_is_the_import_graph():
         order.append(name)
     assert set(documented) == modules, f"README map lists {sorted(documented)}, package has {sorted(modules)}"
     for name, uses in documented.items():
-        actual = _tpucost_imports(ROOT / "tpucost" / f"{name.replace('.', '/')}.py")
+        path = ROOT / "tpucost" / f"{name.replace('.', '/')}.py"
+        actual = _tpucost_imports(path if path.exists() else path.with_suffix("") / "__init__.py")
         assert uses == actual, f"README says {name} uses {sorted(uses)}; it imports {sorted(actual)}"
         assert all(order.index(u) < order.index(name) for u in uses), f"{name} uses a module listed below it"
+
+
+def _library_files() -> list[Path]:
+    return sorted((ROOT / "tpucost").rglob("*.py"))
+
+
+def test_modules_stay_small_and_import_at_the_top():
+    """No module over 800 lines but the parser; imports at the top of a module (the exceptions: the
+    package's lazy `tpucost.CostModel` and `compat`'s guarded import of a private jax module)."""
+    import ast
+
+    allowed = {("__init__.py", "tpucost.costmodel"), ("compat.py", "jax._src")}
+    for path in _library_files():
+        text = path.read_text()
+        if path.name != "hlo.py":
+            assert text.count("\n") <= 800, f"{path.relative_to(ROOT)} has {text.count(chr(10))} lines"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                        name = getattr(inner, "module", None) or inner.names[0].name
+                        assert (path.name, name) in allowed, f"{path.relative_to(ROOT)}: import of {name} in {node.name}()"
+
+
+def test_no_module_uses_another_module_s_private_names():
+    import ast
+
+    modules = {p.stem for p in _library_files()} | {"tpucost"}
+    for path in _library_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tpucost"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path.relative_to(ROOT)} imports {private} from {node.module}"
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and node.value.id in modules and node.value.id != path.stem):
+                raise AssertionError(f"{path.relative_to(ROOT)} uses {node.value.id}.{node.attr}")
+
+
+def test_make_bench_runs_every_benchmark():
+    makefile = (ROOT / "Makefile").read_text()
+    assert "for script in benchmarks/*.py" in makefile.split("bench:", 1)[1].split("\n\n", 1)[0]
+    assert sorted((ROOT / "benchmarks").glob("*.py")), "benchmarks/ has no scripts"

@@ -7,7 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tpucost import tile_data, train
+from tpucost import train
+from tpucost.data import additivity
+from tpucost.data import kernel as kernel_data
+from tpucost.data import tile as tile_data
 from tpucost.models import ModelConfig
 from tpucost.solutions import nb04
 from tpucost.tasks import tile as tile_task
@@ -72,14 +75,11 @@ def test_nb01_solutions_run(capsys):
 
 @pytest.fixture(scope="module")
 def bundled_kernels():
-    from tpucost import data
-
-    return data.load_kernel_dataset()
+    return kernel_data.load_kernel_dataset()
 
 
 @pytest.mark.filterwarnings("ignore:measuring XLA.CPU kernels with")  # the label mode needs a fresh process
 def test_nb02_solutions_run(bundled_kernels, capsys):
-    from tpucost import collect, data
     from tpucost.programs import generate_programs
     from tpucost.solutions import nb02
 
@@ -88,24 +88,24 @@ def test_nb02_solutions_run(bundled_kernels, capsys):
     assert table.loc["fusion off", "kernels"] > table.loc["fusion on (default)", "kernels"]
     noise = nb02.exercise_2(program, repeats=(1, 2))
     assert list(noise["repeats"]) == [1, 2] and (noise["median_rel_diff"] >= 0).all()
-    lowest = nb02.exercise_3(collect.additivity_table())
+    lowest = nb02.exercise_3(additivity.additivity_table())
     assert lowest["family"] in {p.split("-")[0] for p in bundled_kernels.source_program_id} and lowest["median_ratio"] < 1
     frame = bundled_kernels.to_frame()
     sample = frame[frame["program_id"].isin(frame["program_id"].unique()[:40])]
     tau = nb02.exercise_4(sample)
     assert -1 < tau["kendall_tau_all"] < 1
-    kinds = nb02.exercise_5(data.default_data_dir())
+    kinds = nb02.exercise_5(kernel_data.default_data_dir())
     assert np.allclose(kinds["collected %"], kinds["reference %"]) and abs(kinds["collected %"].sum() - 100) < 1e-6
     assert "kernels" in capsys.readouterr().out
 
 
 def test_nb03_solutions_run(bundled_kernels, capsys):
-    from tpucost import costmodel, data
+    from tpucost import costmodel
     from tpucost.models import ModelConfig
     from tpucost.solutions import nb03
 
     ds = bundled_kernels
-    split = data.split(ds, "random")
+    split = kernel_data.split(ds, "random")
     graphs = [ds.graph(int(i)) for i in split.test[:6]]
     for reduce in ("mean", "max"):  # "sum" is written out in the notebook itself
         assert nb03.exercise_1(graphs, reduce=reduce) < 1e-5

@@ -19,10 +19,12 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-from conftest import rand_graph
+from conftest import pretend_another_machine, rand_graph
 
-from tpucost import collect, data, device, features, tile_data, tpugraphs
-from tpucost.tile_data import MISSING, TileProblem
+from tpucost import device, features, files, tpugraphs
+from tpucost.data import collection, tile_collection
+from tpucost.data import tile as tile_data
+from tpucost.data.tile import MISSING, TileProblem
 
 # ------------------------------------------------------------------------------------ the fake
 
@@ -44,7 +46,7 @@ BLOCKS = (8, 16, 32)
 
 def make_fake_tiles() -> types.SimpleNamespace:
     """A stand-in for `tpucost.tiles` with its API; ``fake.measured`` lists every measured problem."""
-    fake = types.SimpleNamespace(FAMILIES=FAKE_FAMILIES, measured=[], fail_on=None)
+    fake = types.SimpleNamespace(TILE_FAMILIES=FAKE_FAMILIES, measured=[], fail_on=None)
     fake.CONFIG_FEATURE_NAMES = ("log_block0", "log_block1", "log_block2", "log_problem", "log_grid")
 
     def family(name):
@@ -91,7 +93,7 @@ def make_fake_tiles() -> types.SimpleNamespace:
 @pytest.fixture
 def fake(monkeypatch):
     tiles = make_fake_tiles()
-    monkeypatch.setattr(tile_data, "_tiles", lambda: tiles)
+    monkeypatch.setattr(tile_collection, "tiles", tiles)
     return tiles
 
 
@@ -121,10 +123,11 @@ def test_dataset_accessors_and_round_trip(tmp_path):
     assert ds.config_keys == ("block_m", "block_n", "block_k", "block_rows")
     assert list(ds.configs(0)[0]) == ["block_m", "block_n", "block_k"]  # the family's key order
     assert ds.configs(1) and all(set(c) == {"block_rows"} for c in ds.configs(1))  # softmax: no MISSING keys
-    assert ds.config_values[ds.config_offsets[1], 0] == MISSING
-    assert sum(len(ds.configs(i)) for i in range(len(ds))) == ds.num_configs == ds.config_feat.shape[0]
+    configs = ds.table.groups["config"]
+    assert configs.columns["config_values"][configs.offsets[1], 0] == MISSING
+    assert sum(len(ds.configs(i)) for i in range(len(ds))) == ds.num_configs == configs.columns["config_feat"].shape[0]
     assert ds.config_features(2).shape == (len(ds.configs(2)), 4) and ds.runtime_ns(2).dtype == np.float64
-    assert ds.problem_id[0] == f"matmul|{ds.shape[0]}|float32" and ds.graph(0).num_nodes == np.diff(ds.node_offsets)[0]
+    assert ds.problem_id[0] == f"matmul|{ds.shape[0]}|float32" and ds.graph(0).num_nodes == ds.table.n_nodes[0]
 
     tile_data.save_tile_dataset(ds, tmp_path / "d")
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["device.json", "schema.json", "tiles.npz"]
@@ -145,7 +148,7 @@ def test_dataset_accessors_and_round_trip(tmp_path):
         schema = json.load(f)
     assert schema["features"]["layout"] == features.layout_fingerprint()
     assert schema["features"]["num_node_features"] == features.NUM_NODE_FEATURES
-    assert back.feature_spec == dataclasses.replace(features.TPUCOST_FEATURES, num_config_features=4)
+    assert back.features == dataclasses.replace(features.TPUCOST_FEATURES, num_config_features=4)
 
 
 def _save(tmp_path: Path) -> Path:
@@ -184,11 +187,10 @@ CORRUPTIONS = {
     "schema family keys": ("schema.json", "family_config_keys", lambda r: _edit_json(r, "schema.json", family_config_keys={"matmul": ["x"]})),
     "schema family missing": ("tiles.npz", "family", lambda r: _edit_json(r, "schema.json", family_config_keys={})),
     "schema feature spec": ("schema.json", "features", lambda r: _edit_json(r, "schema.json", features={"layout": "x"})),
-    "schema version": ("schema.json", "schema_version", lambda r: _edit_json(r, "schema.json", schema_version=99)),
+    "format version": ("schema.json", "format_version", lambda r: _edit_json(r, "schema.json", format_version=99)),
+    "npz format version": ("tiles.npz", "format_version", lambda r: _edit_npz(r, format_version=None)),
     "schema source": ("schema.json", "source", lambda r: _edit_json(r, "schema.json", source="elsewhere")),
     "schema count": ("tiles.npz", "family", lambda r: _edit_json(r, "schema.json", problems=6)),
-    "other feature layout": ("schema.json", "features", lambda r: _edit_json(
-        r, "schema.json", features={**features.TPUCOST_FEATURES.to_dict(), "layout": "0" * 64, "num_config_features": 4})),
     "config features not counted": ("schema.json", "features", lambda r: _edit_json(
         r, "schema.json", features=features.TPUCOST_FEATURES.to_dict())),
     "missing config_offsets": ("tiles.npz", "config_offsets", lambda r: _edit_npz(r, config_offsets=None)),
@@ -219,15 +221,23 @@ def test_malformed_folders_raise_value_error_naming_file_and_field(tmp_path, cas
         assert f"field {field!r}" in msg, msg
 
 
+def test_a_tile_data_set_of_another_feature_layout_still_loads(tmp_path):
+    """Checked against its own spec, not tpucost's current layout."""
+    root = _save(tmp_path)
+    _edit_json(root, "schema.json", features={**features.TPUCOST_FEATURES.to_dict(), "layout": "0" * 64,
+                                               "num_config_features": 4})
+    assert tile_data.load_tile_dataset(root).features.layout == "0" * 64
+
+
 def test_missing_data_sets_say_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="collect_tiles"):
         tile_data.load_tile_dataset(tmp_path)
-    collect._append_log(tmp_path, {"status": "start"})
+    collection.append_log(tmp_path, {"status": "start"})
     with pytest.raises(FileNotFoundError, match="finalize_tiles"):
         tile_data.load_tile_dataset(tmp_path)
-    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "nowhere"))
+    monkeypatch.setenv(files.DATA_DIR_ENV, str(tmp_path / "nowhere"))
     assert tile_data.default_tiles_dir() == tmp_path / "nowhere" / "tiles_cpu"
-    with pytest.raises(FileNotFoundError, match=data.DATA_DIR_ENV):
+    with pytest.raises(FileNotFoundError, match=files.DATA_DIR_ENV):
         tile_data.load_tile_dataset()
     tile_data.save_tile_dataset(synthetic(), tmp_path / "nowhere" / "tiles_cpu")
     assert len(tile_data.load_tile_dataset()) == 5
@@ -249,37 +259,37 @@ def test_from_problems_refuses_inconsistent_records():
 
 
 def test_problem_list_is_deterministic_prefix_stable_and_even(fake):
-    a = tile_data.problem_list(11, seed=0)
-    assert a == tile_data.problem_list(11, seed=0) and len(a) == 11 == len(set(a))
-    assert tile_data.problem_list(5, seed=0) == a[:5]
-    assert tile_data.problem_list(40, seed=0)[:11] == a
-    assert tile_data.problem_list(11, seed=1) != a
+    a = tile_collection.problem_list(11, seed=0)
+    assert a == tile_collection.problem_list(11, seed=0) and len(a) == 11 == len(set(a))
+    assert tile_collection.problem_list(5, seed=0) == a[:5]
+    assert tile_collection.problem_list(40, seed=0)[:11] == a
+    assert tile_collection.problem_list(11, seed=1) != a
     counts = {f: sum(p[0] == f for p in a) for f in FAKE_FAMILIES}
     assert max(counts.values()) - min(counts.values()) <= 1, counts
     assert [p[0] for p in a[:4]] == sorted(FAKE_FAMILIES)
-    only = tile_data.problem_list(6, seed=0, families=["softmax"], dtypes=("float32", "bfloat16"))
+    only = tile_collection.problem_list(6, seed=0, families=["softmax"], dtypes=("float32", "bfloat16"))
     assert {p[0] for p in only} == {"softmax"} and [p[2] for p in only[:3]] == ["float32", "bfloat16", "float32"]
     with pytest.raises(ValueError, match="unknown tile families"):
-        tile_data.problem_list(3, families=["nope"])
+        tile_collection.problem_list(3, families=["nope"])
     # softmax in the fake has 5 x 5 = 25 shapes: asking for more ends when they run out
-    assert len(tile_data.problem_list(100, families=["softmax"])) == 25
+    assert len(tile_collection.problem_list(100, families=["softmax"])) == 25
 
 
 def test_select_configs_keeps_extremes_and_spreads(fake):
     configs = fake.legal_configs("matmul", (32, 32, 32), "float32")
     assert len(configs) == 27
     key = tile_data.problem_key("matmul", (32, 32, 32), "float32")
-    keep = tile_data.select_configs(configs, 6, key, fake.family("matmul").block_keys)
-    assert len(keep) == 6 and keep == tile_data.select_configs(configs, 6, key)
+    keep = tile_collection.select_configs(configs, 6, key, fake.family("matmul").block_keys)
+    assert len(keep) == 6 and keep == tile_collection.select_configs(configs, 6, key)
     assert {"block_m": 8, "block_n": 8, "block_k": 8} in keep and {"block_m": 32, "block_n": 32, "block_k": 32} in keep
     assert keep == [c for c in configs if c in keep]  # legal_configs order
     volumes = sorted(math.prod(c.values()) for c in keep)
     assert len(set(volumes)) >= 4  # spread over the range of block volumes, not clustered
-    other = tile_data.select_configs(configs, 6, tile_data.problem_key("matmul", (32, 32, 32), "bfloat16"))
+    other = tile_collection.select_configs(configs, 6, tile_data.problem_key("matmul", (32, 32, 32), "bfloat16"))
     assert other[0] == keep[0] and other[-1] == keep[-1]
-    assert tile_data.select_configs(configs, 2, key) == [configs[0], configs[-1]]
-    assert tile_data.select_configs(configs, 1, key) == [configs[-1]]
-    assert tile_data.select_configs(configs, 100, key) == configs == tile_data.select_configs(configs, None, key)
+    assert tile_collection.select_configs(configs, 2, key) == [configs[0], configs[-1]]
+    assert tile_collection.select_configs(configs, 1, key) == [configs[-1]]
+    assert tile_collection.select_configs(configs, 100, key) == configs == tile_collection.select_configs(configs, None, key)
 
 
 # ----------------------------------------------------------------------------------- collection
@@ -287,10 +297,10 @@ def test_select_configs_keeps_extremes_and_spreads(fake):
 
 def test_collect_logs_each_problem_and_resumes_without_remeasuring(fake, tmp_path):
     out = tmp_path / "run"
-    ds = tile_data.collect_tiles(out, 2, seed=0, **KW)
+    ds = tile_collection.collect_tiles(out, 2, seed=0, **KW)
     first = list(fake.measured)
     assert len(first) == 2 and len(ds) == 2
-    log = collect.read_log(out)
+    log = collection.read_log(out)
     ok = [e for e in log if e["status"] == "ok"]
     assert [tile_data.problem_key(e["family"], e["shape"], e["dtype"]) for e in ok] == first
     for e in ok:
@@ -301,9 +311,9 @@ def test_collect_logs_each_problem_and_resumes_without_remeasuring(fake, tmp_pat
     prov = (out / "PROVENANCE.md").read_text()
     assert "collect_tiles(" in prov and "problems: 2" in prov and device.fingerprint()["id"] in prov
 
-    grown = tile_data.collect_tiles(out, 5, seed=0, **KW)
+    grown = tile_collection.collect_tiles(out, 5, seed=0, **KW)
     assert fake.measured[:2] == first and len(fake.measured) == 5  # only the 3 new problems measured
-    assert len(grown) == 5 and set(grown.problem_id) == {tile_data.problem_key(*p) for p in tile_data.problem_list(5)}
+    assert len(grown) == 5 and set(grown.problem_id) == {tile_data.problem_key(*p) for p in tile_collection.problem_list(5)}
     assert tile_data.load_tile_dataset(out).equals(grown)
     old = {pid: i for i, pid in enumerate(ds.problem_id)}
     for j, pid in enumerate(grown.problem_id):
@@ -315,8 +325,8 @@ def test_collect_logs_each_problem_and_resumes_without_remeasuring(fake, tmp_pat
         shape = tuple(int(d) for d in p.shape.split(","))
         np.testing.assert_array_equal(p.graph.node_features, fake.kernel_graph(p.family, shape, p.dtype).node_features)
         np.testing.assert_array_equal(p.config_features, [fake.config_features(p.family, shape, p.dtype, c) for c in p.configs])
-        assert p.configs == tile_data.select_configs(fake.legal_configs(p.family, shape), 3, grown.problem_id[i])
-    assert tile_data.collect_tiles(out, 5, seed=0, **KW).equals(grown) and len(fake.measured) == 5
+        assert p.configs == tile_collection.select_configs(fake.legal_configs(p.family, shape), 3, grown.problem_id[i])
+    assert tile_collection.collect_tiles(out, 5, seed=0, **KW).equals(grown) and len(fake.measured) == 5
 
 
 def test_a_killed_run_keeps_the_finished_problems(fake, tmp_path):
@@ -326,21 +336,21 @@ def test_a_killed_run_keeps_the_finished_problems(fake, tmp_path):
 
     fake.fail_on = die
     with pytest.raises(KeyboardInterrupt):
-        tile_data.collect_tiles(tmp_path / "killed", 4, **KW)
-    ok = [e for e in collect.read_log(tmp_path / "killed") if e["status"] == "ok"]
+        tile_collection.collect_tiles(tmp_path / "killed", 4, **KW)
+    ok = [e for e in collection.read_log(tmp_path / "killed") if e["status"] == "ok"]
     assert len(ok) == 1 and tile_data.problem_key(ok[0]["family"], ok[0]["shape"], ok[0]["dtype"]) == fake.measured[0]
     assert not (tmp_path / "killed" / "tiles.npz").exists()
-    assert len(tile_data.finalize_tiles(tmp_path / "killed")) == 1  # what was measured is usable
+    assert len(tile_collection.finalize_tiles(tmp_path / "killed")) == 1  # what was measured is usable
     with open(tmp_path / "killed" / "log.jsonl", "a") as fh:
         fh.write('{"family": "matmul", "sha')  # a line torn by the kill
     fake.fail_on, killed_first = None, fake.measured[0]
     fake.measured.clear()
-    resumed = tile_data.collect_tiles(tmp_path / "killed", 4, **KW)
+    resumed = tile_collection.collect_tiles(tmp_path / "killed", 4, **KW)
     assert killed_first not in fake.measured and len(fake.measured) == 3
-    statuses = [e["status"] for e in collect.read_log(tmp_path / "killed")]
+    statuses = [e["status"] for e in collection.read_log(tmp_path / "killed")]
     assert statuses.count("ok") == 4 and statuses.count("start") == 2  # no line lost to the tear
     fake.measured.clear()
-    assert resumed.equals(tile_data.collect_tiles(tmp_path / "straight", 4, **KW))
+    assert resumed.equals(tile_collection.collect_tiles(tmp_path / "straight", 4, **KW))
 
 
 def test_a_failing_problem_is_logged_and_not_retried(fake, tmp_path):
@@ -349,65 +359,56 @@ def test_a_failing_problem_is_logged_and_not_retried(fake, tmp_path):
             raise RuntimeError("Mosaic lowering failed")
 
     fake.fail_on = fail
-    ds = tile_data.collect_tiles(tmp_path, 3, **KW)
-    errors = [e for e in collect.read_log(tmp_path) if e["status"] == "error"]
+    ds = tile_collection.collect_tiles(tmp_path, 3, **KW)
+    errors = [e for e in collection.read_log(tmp_path) if e["status"] == "error"]
     assert len(errors) == 1 and "Mosaic lowering failed" in errors[0]["error"] and len(ds) == 2
     assert tile_data.problem_key(errors[0]["family"], errors[0]["shape"], errors[0]["dtype"]) not in ds.problem_id
     fake.fail_on = None
-    tile_data.collect_tiles(tmp_path, 3, **KW)
+    tile_collection.collect_tiles(tmp_path, 3, **KW)
     assert len(fake.measured) == 3
 
 
 def test_max_load_pauses_before_a_problem(fake, tmp_path, monkeypatch):
     loads = iter([9.0, 9.0, 9.0, 0.5])  # busy, busy (start line, first check), ... then quiet
     sleeps = []
-    monkeypatch.setattr(collect, "_load_average", lambda: next(loads, 0.5))
-    monkeypatch.setattr(collect.time, "sleep", sleeps.append)
-    tile_data.collect_tiles(tmp_path, 2, max_load=2.0, **KW)
-    ok = [e for e in collect.read_log(tmp_path) if e["status"] == "ok"]
+    monkeypatch.setattr(collection, "load_average", lambda: next(loads, 0.5))
+    monkeypatch.setattr(collection.time, "sleep", sleeps.append)
+    tile_collection.collect_tiles(tmp_path, 2, max_load=2.0, **KW)
+    ok = [e for e in collection.read_log(tmp_path) if e["status"] == "ok"]
     assert sleeps == [15.0, 15.0] and ok[0]["paused_s"] == 30.0 and ok[1]["paused_s"] == 0.0
     assert ok[0]["load_average"] == 0.5
 
 
 def test_shards_are_disjoint_and_merge_equals_one_run(fake, tmp_path):
-    whole = tile_data.collect_tiles(tmp_path / "whole", 7, **KW)
-    parts = [tile_data.collect_tiles(tmp_path / f"s{i}", 7, shard=(i, 3), **KW) for i in range(3)]
+    whole = tile_collection.collect_tiles(tmp_path / "whole", 7, **KW)
+    parts = [tile_collection.collect_tiles(tmp_path / f"s{i}", 7, shard=(i, 3), **KW) for i in range(3)]
     ids = [set(p.problem_id) for p in parts]
     assert all(ids) and sum(map(len, ids)) == 7 and set.union(*ids) == set(whole.problem_id)
     assert not (ids[0] & ids[1]) and not (ids[0] & ids[2]) and not (ids[1] & ids[2])
-    merged = tile_data.merge_tiles([tmp_path / f"s{i}" for i in (2, 0, 1)], tmp_path / "merged")
+    merged = tile_collection.merge_tiles([tmp_path / f"s{i}" for i in (2, 0, 1)], tmp_path / "merged")
     assert merged.equals(whole)
     assert tile_data.load_tile_dataset(tmp_path / "merged").equals(whole)
-    assert collect.read_device(tmp_path / "merged") == whole.device
-    assert len([e for e in collect.read_log(tmp_path / "merged") if e["status"] == "ok"]) == 7
+    assert collection.read_device(tmp_path / "merged") == whole.device
+    assert len([e for e in collection.read_log(tmp_path / "merged") if e["status"] == "ok"]) == 7
     assert "merge_tiles(" in (tmp_path / "merged" / "PROVENANCE.md").read_text()
-    assert tile_data.finalize_tiles(tmp_path / "merged").equals(whole)
+    assert tile_collection.finalize_tiles(tmp_path / "merged").equals(whole)
     with pytest.raises(ValueError, match="shard"):
-        tile_data.collect_tiles(tmp_path / "bad", 3, shard=(3, 3), **KW)
+        tile_collection.collect_tiles(tmp_path / "bad", 3, shard=(3, 3), **KW)
 
-
-def _another_machine(monkeypatch):
-    real = device.fingerprint
-
-    def elsewhere():
-        fp = dict(real(), cpu_model="Some Other CPU", cpu_isa=["avx2"])
-        return {**fp, "id": device._identity_hash(fp)}
-
-    monkeypatch.setattr(device, "fingerprint", elsewhere)
 
 
 def test_one_device_per_folder_and_per_merge(fake, tmp_path, monkeypatch):
-    tile_data.collect_tiles(tmp_path / "here", 2, shard=(0, 2), **KW)
+    tile_collection.collect_tiles(tmp_path / "here", 2, shard=(0, 2), **KW)
     with monkeypatch.context() as m:
-        _another_machine(m)
+        pretend_another_machine(m)
         with pytest.raises(ValueError, match="a data set comes from one device"):
-            tile_data.collect_tiles(tmp_path / "here", 2, shard=(0, 2), **KW)
-        tile_data.collect_tiles(tmp_path / "there", 2, shard=(1, 2), **KW)
+            tile_collection.collect_tiles(tmp_path / "here", 2, shard=(0, 2), **KW)
+        tile_collection.collect_tiles(tmp_path / "there", 2, shard=(1, 2), **KW)
     with pytest.raises(ValueError, match="Some Other CPU"):
-        tile_data.merge_tiles([tmp_path / "here", tmp_path / "there"], tmp_path / "merged")
+        tile_collection.merge_tiles([tmp_path / "here", tmp_path / "there"], tmp_path / "merged")
     (tmp_path / "there" / "device.json").unlink()
     with pytest.raises(ValueError, match="device.json"):
-        tile_data.merge_tiles([tmp_path / "here", tmp_path / "there"], tmp_path / "merged")
+        tile_collection.merge_tiles([tmp_path / "here", tmp_path / "there"], tmp_path / "merged")
 
 
 # ---------------------------------------------------------------------------------------- splits
@@ -419,7 +420,7 @@ def test_random_split_partitions_problems():
     parts = [split.train, split.val, split.test]
     assert sorted(np.concatenate(parts).tolist()) == list(range(30))
     assert [len(p) for p in parts] == [24, 3, 3]
-    assert np.array_equal(split.train_programs, np.sort(ds.problem_id[split.train]))
+    assert np.array_equal(split.train_ids, np.sort(ds.problem_id[split.train]))
     again = tile_data.split_random(ds, seed=0)
     assert all(np.array_equal(a, b) for a, b in zip(split, again, strict=True))
     assert not np.array_equal(tile_data.split_random(ds, seed=1).train, split.train)
@@ -474,8 +475,8 @@ def test_from_tpugraphs(tmp_path):
     ds = tile_data.from_tpugraphs(src)
     assert len(ds) == 2 and ds.source == "tpugraphs" and ds.device == {"name": "TPU v3 (TpuGraphs)"}
     assert ds.family.tolist() == ["tpugraphs"] * 2 and ds.shape[0] == "alexnet_train_batch_32_-1bae27a41d70f4a7"
-    assert ds.num_config_features == 24 and ds.num_node_features == 140 and ds.config_keys == ("config",)
-    assert ds.feature_spec == tpugraphs.TILE_FEATURES
+    assert ds.num_config_features == 24 and ds.features.num_node_features == 140 and ds.config_keys == ("config",)
+    assert ds.features == tpugraphs.TILE_FEATURES
     assert ds.configs(0) == [{"config": 0}, {"config": 1}, {"config": 2}]
     assert ds.configs(1) == [{"config": 1}, {"config": 2}]  # the zero runtime is dropped
     np.testing.assert_array_equal(ds.runtime_ns(0), a["config_runtime"].astype(np.float64))
@@ -519,11 +520,11 @@ def test_stats():
 def test_collect_with_the_real_tiles_module(tmp_path, monkeypatch):
     from tpucost import tiles
 
-    family = "softmax" if "softmax" in tiles.FAMILIES else sorted(tiles.FAMILIES)[0]
-    ds = tile_data.collect_tiles(tmp_path, 2, families=[family], max_configs=2, repeats=1, progress=False)
+    family = "softmax" if "softmax" in tiles.TILE_FAMILIES else sorted(tiles.TILE_FAMILIES)[0]
+    ds = tile_collection.collect_tiles(tmp_path, 2, families=[family], max_configs=2, repeats=1, progress=False)
     assert len(ds) == 2 and set(ds.family) == {family} and ds.num_config_features == len(tiles.CONFIG_FEATURE_NAMES)
     assert all(1 <= len(ds.configs(i)) <= 2 for i in range(len(ds))) and np.all(ds.config_runtime_ns > 0)
     calls = []
     monkeypatch.setattr(tiles, "measure_configs", lambda *a, **k: calls.append(a) or [1.0] * len(a[3]))
-    assert tile_data.collect_tiles(tmp_path, 3, families=[family], max_configs=2, repeats=1, progress=False)
+    assert tile_collection.collect_tiles(tmp_path, 3, families=[family], max_configs=2, repeats=1, progress=False)
     assert len(calls) == 1  # only the third problem

@@ -11,7 +11,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tpucost import checkpoint, device, evaluate, tile_data, tiles, train
+from tpucost import checkpoint, device, evaluate, tiles, train
+from tpucost.data import tile as tile_data
 from tpucost.models import ModelConfig
 from tpucost.tasks import tile as tile_task
 
@@ -58,7 +59,7 @@ def test_batches_have_masks_and_fixed_shapes(dataset, split):
     assert batch.config_features.shape == (1, g, c, len(tiles.CONFIG_FEATURE_NAMES))
     assert batch.graph_mask[0].sum() == 3 and batch.config_mask[0].sum() == 3 * 8  # subsets of 8 configs
     assert not batch.config_mask[0][~batch.graph_mask[0]].any()
-    assert task.metadata()["features"] == dataset.feature_spec.to_dict()
+    assert task.metadata()["features"] == dataset.features.to_dict()
 
 
 @pytest.mark.parametrize("loss", ["hinge", "mse"])
@@ -144,12 +145,12 @@ def test_trains_on_the_published_tpugraphs_format(tmp_path):
     for seed in range(6):
         write(tmp_path / f"model{seed}_-{seed:04x}.npz", tile_arrays(seed))
     ds = tile_data.from_tpugraphs(tmp_path)
-    assert ds.feature_spec.num_node_features == 140 and ds.feature_spec.num_config_features == 24
+    assert ds.features.num_node_features == 140 and ds.features.num_config_features == 24
     split = tile_data.split_random(ds, seed=0, fractions=(0.5, 0.25, 0.25))
     config = train.TrainConfig(model=tile_task.tile_model_config(ds, ModelConfig(hidden=8, num_layers=1)),
                                batch_size=2, epochs=1, patience=1)
     result = tile_task.train_tile_model(ds, split, "hinge", None, config, progress=False)
-    assert result.model.config.features == ds.feature_spec
+    assert result.model.config.features == ds.features
     with pytest.raises(ValueError, match="no tile models"):
         tile_task.evaluate_tile_models(ds, "random", tmp_path / "no-models")
 
@@ -177,3 +178,16 @@ def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
             again = tiles.measure_configs("matmul", shape, "float32", [best, best_picked], repeats=15)
             slowdown = again[1] / again[0] - 1
         assert slowdown <= 0.05, (shape, best, best_picked, slowdown)
+
+
+def test_seed_spread_trains_every_loss_per_split_seed(dataset, tmp_path):
+    config = dataclasses.replace(_config(dataset), epochs=1)
+    report = tile_task.seed_spread(dataset, [0, 1], tmp_path / "seeds.json", config=config, progress=False)
+    assert [r["split_seed"] for r in report["runs"]] == [0, 1]
+    assert set(report["summary"]) == {*tile_task.MODEL_NAMES.values(), "analytical", "random"}
+    for name, metrics in report["summary"].items():
+        values = [r["results"][name]["kendall_mean"] for r in report["runs"]]
+        assert metrics["kendall_mean"]["min"] == min(values) and metrics["kendall_mean"]["max"] == max(values)
+        assert metrics["test_kernels"] == sum(r["results"][name]["n_kernels"] for r in report["runs"])
+    table = tile_task.seed_summary(tmp_path / "seeds.json")
+    assert table.loc["gnn_rank", "Kendall min"] == report["summary"]["gnn_rank"]["kendall_mean"]["min"]

@@ -26,9 +26,9 @@ SMALL = {
 
 
 def test_registry_order_and_fields():
-    assert list(tiles.FAMILIES) == ["matmul", "bmm", "softmax", "layernorm", "reduce", "attention", "conv"]
-    assert set(SMALL) == set(tiles.FAMILIES)
-    for name, fam in tiles.FAMILIES.items():
+    assert list(tiles.TILE_FAMILIES) == ["matmul", "bmm", "softmax", "layernorm", "reduce", "attention", "conv"]
+    assert set(SMALL) == set(tiles.TILE_FAMILIES)
+    for name, fam in tiles.TILE_FAMILIES.items():
         assert fam.name == name and tiles.family(name) is fam
         assert len(fam.block_keys) <= tiles.MAX_KEYS and fam.doc
         assert len(SMALL[name]) == len(fam.dims)
@@ -179,14 +179,14 @@ def test_bad_family_names_known_ones():
 
 
 def test_parse_shape():
-    assert tiles.parse_shape("matmul", "384,640,896") == (384, 640, 896)
-    assert tiles.parse_shape("conv", " 2, 16,16 ,8,128") == (2, 16, 16, 8, 128)
+    assert tiles.parse_problem_shape("matmul", "384,640,896") == (384, 640, 896)
+    assert tiles.parse_problem_shape("conv", " 2, 16,16 ,8,128") == (2, 16, 16, 8, 128)
     with pytest.raises(ValueError, match=r"matmul.*bad token 'x'.*M,N,K"):
-        tiles.parse_shape("matmul", "384,x,896")
+        tiles.parse_problem_shape("matmul", "384,x,896")
     with pytest.raises(ValueError, match=r"bad token '0'"):
-        tiles.parse_shape("matmul", "384,0,896")
+        tiles.parse_problem_shape("matmul", "384,0,896")
     with pytest.raises(ValueError, match=r"softmax.*expected 2 .*R,C.*got 3"):
-        tiles.parse_shape("softmax", "1,2,3")
+        tiles.parse_problem_shape("softmax", "1,2,3")
 
 
 def test_bad_shape_dtype_and_config_are_named():
@@ -305,9 +305,9 @@ def test_kernel_graph_one_per_problem():
 
 def test_kernel_graph_inlines_calls(monkeypatch):
     base = tiles.kernel_graph("softmax", (16, 128))
-    fam = tiles.FAMILIES["softmax"]
+    fam = tiles.TILE_FAMILIES["softmax"]
     inner = jax.jit(lambda x: fam.ref((16, 128), x))  # a nested jit is a `call` in the HLO
-    monkeypatch.setitem(tiles.FAMILIES, "softmax", dataclasses.replace(fam, ref=lambda shape, x: inner(x)))
+    monkeypatch.setitem(tiles.TILE_FAMILIES, "softmax", dataclasses.replace(fam, ref=lambda shape, x: inner(x)))
     g = tiles.kernel_graph("softmax", (16, 128))
     names = [features.OPCODE_VOCAB[i] for i in g.opcodes]
     assert "call" not in names
@@ -335,7 +335,7 @@ def test_sample_shapes_deterministic_and_rich():
     assert len(a) == 8 and len(set(a)) == 8
     for s in a:
         assert len(tiles.legal_configs("matmul", s)) >= 12
-    for name in tiles.FAMILIES:
+    for name in tiles.TILE_FAMILIES:
         shapes = tiles.sample_shapes(name, 4, np.random.default_rng(0))
         assert len(set(shapes)) == 4
         assert all(len(tiles.legal_configs(name, s)) >= 12 for s in shapes), name

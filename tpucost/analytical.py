@@ -63,14 +63,19 @@ import json
 import math
 import os
 import re
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.experimental import pallas as pl
 
+from tpucost import backends, device, tiles
 from tpucost.features import NODE_FEATURE_NAMES, NUM_NODE_FEATURES, OPCODE_VOCAB, KernelGraph
+from tpucost.files import cache_dir, write_json_atomic
+from tpucost.measure import best_wall_time_ns, measure_kernels
 
 __all__ = [
     "ELEMENTWISE_OPS",
@@ -291,8 +296,6 @@ def default_cache_path(backend: str, device_kind: str, device_id: str | None = N
     ``device_id`` is `tpucost.device.fingerprint`'s id: it keeps apart two hosts that share a home
     directory but not a speed, and one host measured pinned to one core and on all of them.
     """
-    from tpucost.device import cache_dir
-
     base = cache_dir()
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(p for p in (backend, device_kind, device_id) if p))
     return base / f"{name}-{safe}.json"
@@ -300,11 +303,7 @@ def default_cache_path(backend: str, device_kind: str, device_id: str | None = N
 
 def _this_device() -> tuple[str, str, str]:
     """(backend, device kind, `tpucost.device.fingerprint` id) of JAX's default device: the cache key."""
-    import jax
-
-    from tpucost.device import fingerprint
-
-    return jax.default_backend(), str(jax.devices()[0].device_kind), fingerprint()["id"]
+    return jax.default_backend(), str(jax.devices()[0].device_kind), device.fingerprint()["id"]
 
 
 def _read_cache(path: Path, expected: dict[str, Any]) -> dict[str, Any] | None:
@@ -321,15 +320,7 @@ def _read_cache(path: Path, expected: dict[str, Any]) -> dict[str, Any] | None:
 
 def _best_time(fn: Callable, args: tuple, repeats: int) -> float:
     """Minimum wall time (s) of `repeats` calls of a jitted `fn` after a warm-up (compile) call."""
-    import jax
-
-    jax.block_until_ready(fn(*args))
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return best_wall_time_ns(fn, args, repeats, warmup=1) * 1e-9
 
 
 def _grow(
@@ -351,10 +342,7 @@ def _grow(
 
 
 def _measure(repeats: int, min_time: float) -> DeviceRoofline:
-    import jax
-    import jax.numpy as jnp
-
-    device = jax.devices()[0]
+    first = jax.devices()[0]
     tiny = jax.jit(lambda x: x + 1.0)
     one = jnp.zeros((1,), jnp.float32)
     launch_s = _best_time(tiny, (one,), max(20, 5 * repeats))
@@ -385,7 +373,7 @@ def _measure(repeats: int, min_time: float) -> DeviceRoofline:
         bandwidth_bytes_per_s=_grow(stream, [2**k for k in range(18, 27, 2)], min_time, repeats, launch_s),
         launch_overhead_ns=launch_s * 1e9,
         backend=jax.default_backend(),
-        device_kind=str(device.device_kind),
+        device_kind=str(first.device_kind),
         profiled_launch_ns=profiled_s * 1e9,
     )
 
@@ -394,8 +382,6 @@ def _profiled_launch_s(x: Any, repeats: int) -> float:
     """Profiler-measured time (s) of a one-element ``x + 1`` kernel, as `tpucost.measure` labels
     kernels; 0.0 if profiling fails."""
     try:
-        from tpucost.measure import measure_kernels
-
         labels = measure_kernels(lambda v: v + 1.0, x, repeats=max(5, repeats)).runtime_ns
         values = [v for v in labels.values() if np.isfinite(v) and v > 0]
         return min(values) * 1e-9 if values else 0.0
@@ -432,10 +418,6 @@ def calibrate(
         the directory).
       force: measure again even if the cache holds this backend and device kind.
     """
-    import jax
-
-    from tpucost.data import write_text_atomic
-
     backend, device_kind, device_id = _this_device()
     path = Path(cache_path) if cache_path is not None else default_cache_path(backend, device_kind, device_id)
     if not force:
@@ -448,8 +430,8 @@ def calibrate(
 
     roofline = _measure(repeats, min_time_s)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps({"version": _CACHE_VERSION, "jax_version": jax.__version__,
-                                        "device_id": device_id, **roofline.to_dict()}, indent=2))
+    write_json_atomic(path, {"version": _CACHE_VERSION, "jax_version": jax.__version__, "device_id": device_id,
+                             **roofline.to_dict()}, indent=2)
     return roofline
 
 
@@ -575,12 +557,6 @@ class AnalyticalModel:
 
 def _copy_kernel_s(rows: int, block_rows: int, repeats: int) -> float:
     """Best wall time (s) of a Pallas copy of a float32[rows, 128] array in blocks of ``block_rows``."""
-    import jax
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
-    from tpucost import tiles
-
     def body(x_ref, o_ref):
         o_ref[...] = x_ref[...]
 
@@ -601,8 +577,6 @@ def step_overhead_ns(repeats: int = 7) -> float:
     cost). Measured once per device (`tpucost.device.fingerprint` id) and cached as JSON beside
     the roofline (`default_cache_path(..., name="step-overhead")`), and per process.
     """
-    from tpucost.data import write_text_atomic
-
     backend, device_kind, device_id = _this_device()
     path = default_cache_path(backend, device_kind, device_id, "step-overhead")
     data = _read_cache(path, {"device_id": device_id, "repeats": repeats})
@@ -612,8 +586,8 @@ def step_overhead_ns(repeats: int = 7) -> float:
     many = _copy_kernel_s(2048, 8, repeats)
     value = max(1e9 * (many - one) / 255.0, 0.0)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps({"version": _CACHE_VERSION, "device_id": device_id, "repeats": repeats,
-                                        "step_overhead_ns": value}))
+    write_json_atomic(path, {"version": _CACHE_VERSION, "device_id": device_id, "repeats": repeats,
+                             "step_overhead_ns": value})
     return value
 
 
@@ -637,20 +611,16 @@ class AnalyticalTileModel:
     Args:
       roofline: the device roofline (None: `calibrate`, cached).
       step_ns: per-step overhead (None: `step_overhead_ns`).
-      scratchpad: working-set budget in bytes (None: `tpucost.device.scratchpad_bytes`).
+      scratchpad: working-set budget in bytes (None: `tpucost.backends.scratchpad_bytes`).
     """
 
     def __init__(self, roofline: DeviceRoofline | None = None, step_ns: float | None = None,
                  scratchpad: int | None = None):
-        from tpucost import device
-
         self.roofline = roofline or calibrate()
         self.step_ns = step_overhead_ns() if step_ns is None else float(step_ns)
-        self.scratchpad = device.scratchpad_bytes() if scratchpad is None else int(scratchpad)
+        self.scratchpad = backends.scratchpad_bytes() if scratchpad is None else int(scratchpad)
 
     def predict_ns(self, family: str, shape: Sequence[int], dtype: str, configs: Sequence[dict]) -> np.ndarray:
         """Estimated runtime (ns) of each configuration of one kernel, float64[len(configs)]."""
-        from tpucost import tiles
-
         return np.asarray([tile_roofline_ns(tiles.tile_cost(family, tuple(shape), dtype, c), self.roofline,
                                             self.step_ns, self.scratchpad) for c in configs], np.float64)

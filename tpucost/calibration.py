@@ -12,7 +12,7 @@ falls back to the offset over all kernels):
 
 Offsets are medians of ``log(measured) - log(predicted)`` (robust, and exact for a pure scale).
 The correction also holds the device's dispatch overhead per kernel, measured on the same runs
-(`tpucost.collect.dispatch_ns_per_kernel`), which program totals add to the kernels' sum.
+(`tpucost.data.kernel.dispatch_ns_per_kernel`), which program totals add to the kernels' sum.
 The correction is stored in the user cache under the model's key (a hash of its checkpoint
 files), the device fingerprint's id and the jaxlib version (another compiler cuts programs into
 other kernels), and `tpucost.CostModel.load` applies it automatically on that device and compiler. ``before``/``after`` errors are measured honestly: the correction reported as
@@ -30,13 +30,18 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
+
+from tpucost import device
+from tpucost.data import kernel as kernel_data
+from tpucost.files import bundled_dir, cache_dir, read_json, write_json_atomic
+from tpucost.programs import applicable_configurations, generate_programs
 
 __all__ = [
     "MODES",
@@ -114,8 +119,6 @@ def fit_correction(predicted_ns: np.ndarray, measured_ns: np.ndarray, kinds: Seq
     ``mode`` (one of `MODES`): "global" keeps only the overall offset, "none" fits no offset (the
     dispatch overhead is still measured).
     """
-    from tpucost.collect import dispatch_ns_per_kernel
-
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     gap = np.log(np.asarray(measured_ns, np.float64)) - np.log(np.asarray(predicted_ns, np.float64))
@@ -130,7 +133,7 @@ def fit_correction(predicted_ns: np.ndarray, measured_ns: np.ndarray, kinds: Seq
         if mode == "per_kind" and sel.sum() >= min_per_kind:
             offsets[str(kind)] = float(np.median(gap[sel]))
     overall = float(np.median(gap[ok])) if mode != "none" else 0.0
-    return Correction(offsets, overall, counts, dispatch_ns_per_kernel(pairs))
+    return Correction(offsets, overall, counts, kernel_data.dispatch_ns_per_kernel(pairs))
 
 
 def _median_ape(predicted: np.ndarray, measured: np.ndarray) -> float:
@@ -188,25 +191,18 @@ def calibration_programs(n: int = 26) -> list[Any]:
 
     With the default 26 every family appears twice, in two different forms.
     """
-    from tpucost.programs import generate_programs
-
     return list(generate_programs(n, CALIBRATION_SEED))
 
 
 def measure_calibration_set(n_programs: int = 26, repeats: int = 10, configurations: Sequence[str] = ("default",),
                             progress: bool = True) -> CalibrationSet:
     """Measure the calibration programs' kernels on this device (label mode of `tpucost.device`)."""
-    from tqdm import tqdm  # text bars: no ipywidgets needed in notebooks
-
-    from tpucost import collect, device
-    from tpucost.programs import applicable_configurations
-
     start = time.perf_counter()
     graphs, kinds, measured, program_ids, logged = [], [], [], [], []
     pairs = [(p, c) for p in calibration_programs(n_programs) for c in applicable_configurations(p)
              if c in configurations]
     for program, config in tqdm(pairs, disable=not progress, desc="calibrate", unit="program"):
-        records, entry = collect.measure_program(program, config, repeats)
+        records, entry = kernel_data.measure_program(program, config, repeats)
         logged.append(entry)
         for i in range(len(records)):
             graphs.append(records.graph(i))
@@ -232,8 +228,6 @@ def correction_path(key: str, device_id: str, jaxlib: str) -> Path:
     A correction holds for one model, one device and one compiler: another jaxlib cuts the same
     programs into other kernels, so a correction fitted under one is not used under another.
     """
-    from tpucost.device import cache_dir
-
     return cache_dir() / "calibration" / f"{key}-{device_id}-jaxlib{jaxlib}.json"
 
 
@@ -241,32 +235,25 @@ def load_correction(key: str, device_id: str, jaxlib: str) -> Correction | None:
     """The stored correction of a model on a device under a jaxlib, or None (also for an unreadable file)."""
     path = correction_path(key, device_id, jaxlib)
     try:
-        return Correction.from_dict(json.loads(path.read_text())["correction"])
+        return Correction.from_dict(read_json(path)["correction"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def save_correction(key: str, correction: Correction, report: Mapping[str, Any]) -> Path:
     """Store a correction with its report under (model key, device id, jaxlib); returns the path."""
-    from tpucost.data import write_text_atomic
-
     path = correction_path(key, report["device"]["id"], report["device"]["jaxlib"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_text_atomic(path, json.dumps({"model": key, "correction": correction.to_dict(), **report}, indent=1))
+    return write_json_atomic(path, {"model": key, "correction": correction.to_dict(), **report})
 
 
 def bundled_reports() -> list[dict[str, Any]]:
     """The bundled `calibrate` reports (``bundled/calibration/*.json``): the bundled random-split GNN
     calibrated on one host under each tested jaxlib, three runs each (see that folder's README)."""
-    from tpucost.data import bundled_dir
-
     folder = bundled_dir() / "calibration"
     reports = []
     for path in sorted(folder.glob("*.json")):
-        try:
-            reports.append({"run": path.stem, **json.loads(path.read_text())})
-        except ValueError as err:
-            raise ValueError(f"{path}: not JSON ({err})") from None
+        reports.append({"run": path.stem, **read_json(path, "calibration report")})
     return reports
 
 

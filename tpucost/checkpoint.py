@@ -3,18 +3,18 @@
 The best-model folder (`save` writes it, `load` reads it; the bundled checkpoints are such folders)::
 
     DIR/params.msgpack   the parameters: `flax.serialization` msgpack of a str-keyed dict of arrays
-    DIR/config.json      {"train": TrainConfig dict or null, "model": ModelConfig dict,
-                          <the task's metadata keys, e.g. "task", "norm", "features">,
-                          "feature_layout", "num_node_features", "jax_version", "flax_version", "extra"}
+    DIR/config.json      {"format_version": 2, "train": TrainConfig dict or null, "model": ModelConfig
+                          dict (its "features" is the `tpucost.features.FeatureSpec` the model reads),
+                          <the task's metadata keys, e.g. "task", "norm">, "jax_version",
+                          "flax_version", "extra"}
 
-It is written into a temporary folder beside DIR, each file with `tpucost.data.write_atomic`, then
-swapped in: a reader sees the old checkpoint or the new one, never a mix. Checkpoints written before
-task metadata existed hold the kernel task's ``"norm"`` at the top level, where the kernel task's
-metadata puts it too; their model config gives ``num_features``/``num_opcodes`` instead of a
-`tpucost.features.FeatureSpec`, which `load` rebuilds from them and ``"feature_layout"``.
+It is written into a temporary folder beside DIR, each file with `tpucost.files.write_atomic`,
+then swapped in: a reader sees the old checkpoint or the new one, never a mix. The parameter tree
+is the same under every tested flax (`tpucost.compat`), so a checkpoint written under one loads
+under the other.
 
 The training state (`save_train_state`, `load_train_state`; ``WORKDIR/train_state.msgpack``) is
-one msgpack map, written with the same `tpucost.data.write_atomic` after every epoch: the epoch,
+one msgpack map, written with the same `tpucost.files.write_atomic` after every epoch: the epoch,
 the parameters, optimizer state and best parameters (as lists of arrays), the best epoch and
 validation loss, the epochs without improvement, the history, and the model config, training
 config and task metadata it was written for (JSON strings).
@@ -41,8 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, serialization
 
-from tpucost import data, features
 from tpucost.features import FeatureSpec
+from tpucost.files import bundled_dir, read_json_object, write_atomic, write_text_atomic
 from tpucost.models import ModelConfig, make_model
 
 __all__ = [
@@ -65,8 +65,9 @@ CONFIG_FILE = "config.json"
 #: The resumable training state inside a workdir.
 TRAIN_STATE_FILE = "train_state.msgpack"
 #: config.json keys `save` writes itself; a task's metadata may not use them.
-_RESERVED = frozenset({"train", "model", "feature_layout", "feature_layout_version", "num_node_features",
-                       "jax_version", "flax_version", "extra"})
+_RESERVED = frozenset({"format_version", "train", "model", "jax_version", "flax_version", "extra"})
+#: The version of the best-model folder's ``config.json``.
+FORMAT_VERSION = 2
 
 
 class SavedModel(NamedTuple):
@@ -84,13 +85,13 @@ class SavedModel(NamedTuple):
 
     @property
     def task(self) -> str:
-        """The task the model was trained for (``"kernel"`` for checkpoints older than the name)."""
-        return str(self.meta.get("task", "kernel"))
+        """The task the model was trained for (``"kernel"`` or ``"tile"``)."""
+        return str(self.meta["task"])
 
 
 def bundled_checkpoints_dir() -> Path:
-    """Folder of the bundled checkpoints: ``tpucost.data.bundled_dir() / "checkpoints"``."""
-    return data.bundled_dir() / "checkpoints"
+    """Folder of the bundled checkpoints: ``tpucost.files.bundled_dir() / "checkpoints"``."""
+    return bundled_dir() / "checkpoints"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,18 +113,6 @@ def _read_msgpack(path: Path) -> Any:
         return serialization.msgpack_restore(blob)
     except Exception as err:  # noqa: BLE001 - msgpack raises many types on corrupt input
         raise ValueError(f"checkpoint {path}: not a readable msgpack file ({_one_line(err)})") from err
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"checkpoint {path}: cannot read ({_one_line(err)})") from err
-    except json.JSONDecodeError as err:
-        raise ValueError(f"checkpoint {path} is not valid JSON: {err}") from err
-    if not isinstance(meta, dict):
-        raise ValueError(f"checkpoint {path}: expected a JSON object, got {type(meta).__name__}")
-    return meta
 
 
 def _require(path: Path, tree: dict[str, Any], fields: tuple[str, ...]) -> None:
@@ -203,13 +192,8 @@ def _config_json(model_config: ModelConfig, train: dict | None, metadata: dict, 
     clash = sorted(_RESERVED & set(metadata))
     if clash:
         raise ValueError(f"task metadata may not use the checkpoint's own keys {clash}")
-    spec = model_config.features
-    meta = {**metadata, "train": train, "model": model_config.to_dict(), "feature_layout": spec.layout,
-            "num_node_features": spec.num_node_features, "jax_version": jax.__version__,
-            "flax_version": flax.__version__, "extra": extra or {}}
-    if spec == features.TPUCOST_FEATURES:
-        meta["feature_layout_version"] = features.FEATURE_LAYOUT_VERSION
-    return meta
+    return {**metadata, "format_version": FORMAT_VERSION, "train": train, "model": model_config.to_dict(),
+            "jax_version": jax.__version__, "flax_version": flax.__version__, "extra": extra or {}}
 
 
 def _swap_in(tmp: Path, path: Path) -> None:
@@ -244,8 +228,8 @@ def save(path_dir: str | os.PathLike, model: nnx.Module, config: Any, metadata: 
     blob = serialization.msgpack_serialize(_str_keys(_params_dict(model)))
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp"))
     try:
-        data.write_atomic(tmp / PARAMS_FILE, lambda fh: fh.write(blob))
-        data.write_text_atomic(tmp / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True))
+        write_atomic(tmp / PARAMS_FILE, lambda fh: fh.write(blob))
+        write_text_atomic(tmp / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True))
         _swap_in(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -254,26 +238,17 @@ def save(path_dir: str | os.PathLike, model: nnx.Module, config: Any, metadata: 
 
 
 def _model_config(path: Path, meta: dict[str, Any]) -> ModelConfig:
-    """The saved ModelConfig; an old one (no ``features``) gets its spec from ``feature_layout``."""
+    """The saved ModelConfig (its feature spec included)."""
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"checkpoint {path}: field 'format_version': {meta.get('format_version')!r}, expected "
+                         f"{FORMAT_VERSION} (a checkpoint of another tpucost version)")
     model = meta["model"]
-    if not isinstance(model, dict):
-        raise ValueError(f"checkpoint {path}: field 'model' should be an object")
-    model = dict(model)
-    if "features" not in model:
-        _require(path, meta, ("feature_layout",))
-        own = features.TPUCOST_FEATURES
-        model["features"] = {"layout": meta["feature_layout"],
-                             "num_node_features": model.pop("num_features", own.num_node_features),
-                             "num_opcodes": model.pop("num_opcodes", own.num_opcodes)}
+    if not isinstance(model, dict) or "features" not in model:
+        raise ValueError(f"checkpoint {path}: field 'model' should be an object with the model's 'features'")
     try:
-        config = ModelConfig.from_dict(model)
+        return ModelConfig.from_dict(model)
     except (TypeError, ValueError, KeyError) as err:
         raise ValueError(f"checkpoint {path}: field 'model': {_one_line(err)}") from err
-    layout = meta.get("feature_layout", config.features.layout)
-    if layout != config.features.layout:
-        raise ValueError(f"checkpoint {path}: its feature layout {str(layout)[:12]}... differs from its model "
-                         f"config's {config.features.layout[:12]}...")
-    return config
 
 
 def load(path_dir: str | os.PathLike, spec: FeatureSpec | None = None, *, spec_of: str = "the data") -> SavedModel:
@@ -293,8 +268,8 @@ def load(path_dir: str | os.PathLike, spec: FeatureSpec | None = None, *, spec_o
     for f in (cfg_file, params_file):
         if not f.is_file():
             raise ValueError(f"checkpoint {path} is missing {f.name}")
-    meta = _read_json(cfg_file)
-    _require(cfg_file, meta, ("model",))
+    meta = read_json_object(cfg_file, "checkpoint")
+    _require(cfg_file, meta, ("model", "task"))
     config = _model_config(cfg_file, meta)
     if spec is not None:
         config.features.check_matches(spec, f"checkpoint {path}", spec_of)
@@ -360,7 +335,7 @@ def save_train_state(path: str | os.PathLike, state: TrainState, config: Any, ta
         "rng": {"seed": config.seed, "next_epoch": state.epoch},  # epoch randomness = f(seed, epoch)
     }
     blob = serialization.msgpack_serialize(saved)
-    return data.write_atomic(path, lambda fh: fh.write(blob))
+    return write_atomic(path, lambda fh: fh.write(blob))
 
 
 def _check_written_for(path: Path, saved: dict[str, Any], config: Any, task: dict[str, Any]) -> None:

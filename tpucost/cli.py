@@ -3,7 +3,7 @@
 Commands:
   hlo FILE [--json]   parse one HLO text file and list its kernels
   collect --out DIR [--programs N] [--seed S] [--shard I/N] [--resume] [--repeats R] [--max-load L]
-                      measure corpus programs into a kernel data set (tpucost.collect)
+                      measure corpus programs into a kernel data set (tpucost.data.kernel)
   data merge --out DIR PART_DIR... [--allow-mixed-devices]
                                      deduplicate several collect folders into one data set
   data stats [DIR] [--json]          summary of a data set (default: the bundled one)
@@ -30,6 +30,11 @@ The tile task (rank the block shapes of Pallas kernels; tpucost.tiles, tpucost.t
 The autotuner (tpucost.autotune):
   autotune --space program|tile --program FILE.py:NAME|example:NAME --budget-seconds B [--seeds N] [--workdir DIR] [--json]
 
+The experiments behind the bundled results:
+  experiment hparam-search --out FILE [--trials a,b] [--epochs N]   kernel models, scored on validation programs
+  experiment tile-seeds [--seeds 0,1,2] [--out FILE]                tile models on several random splits
+  experiment tables [DIR]                                          Markdown tables of the checkpoints' results
+
 Commands that measure (collect, data noise, calibrate) first pin the process to one core, the
 label mode of tpucost.device (one kernel at a time); --all-cores measures without pinning.
 """
@@ -43,7 +48,25 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tpucost import hlo, kernels
+from tpucost import (
+    autotune,
+    calibration,
+    checkpoint,
+    costmodel,
+    device,
+    evaluate,
+    hlo,
+    kernels,
+    losses,
+    tiles,
+    train,
+)
+from tpucost.costmodel import CostModel
+from tpucost.data import additivity, tile_collection
+from tpucost.data import kernel as kernel_data
+from tpucost.data import tile as tile_data
+from tpucost.tasks import kernel
+from tpucost.tasks import tile as tile_task
 
 
 def _hlo_summary(path: Path) -> dict:
@@ -108,20 +131,16 @@ def _names(text: str) -> list[str]:
 
 def _label_mode(args: argparse.Namespace) -> None:
     """Pin to one core (tpucost.device's label mode) unless ``--all-cores``; before JAX starts."""
-    from tpucost import device
-
     if not args.all_cores:
         device.pin_to_one_core()
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from tpucost import collect
-
     if args.task == "tile":
         return cmd_collect_tiles(args)
     try:
         _label_mode(args)
-        summary = collect.collect(
+        summary = kernel_data.collect(
             args.out, args.programs, args.seed, shard=args.shard, resume=args.resume, repeats=args.repeats,
             configurations=args.configs, progress=not args.no_progress, families=args.families,
             do_finalize=not args.no_finalize, max_load=args.max_load,
@@ -134,10 +153,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_data_merge(args: argparse.Namespace) -> int:
-    from tpucost import collect
-
     try:
-        ds = collect.merge(args.parts, args.out, allow_mixed_devices=args.allow_mixed_devices)
+        ds = kernel_data.merge(args.parts, args.out, allow_mixed_devices=args.allow_mixed_devices)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -153,16 +170,12 @@ def _print_stats(s: dict) -> None:
     print("runtime ns:     " + ", ".join(f"q{k} {v:.4g}" for k, v in q.items() if v is not None))
     print(f"noise:          median rel {s['noise_median_rel']}, p90 rel {s['noise_p90_rel']} "
           f"(kernels >= 5 us: {s['noise_median_rel_ge5us']}, {s['noise_p90_rel_ge5us']})")
-    from tpucost import device
-
     print(f"device:         {device.describe(s['device'])}")
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
-    from tpucost import data
-
     try:
-        s = data.stats(data.load_kernel_dataset(args.dir))
+        s = kernel_data.stats(kernel_data.load_kernel_dataset(args.dir))
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -214,13 +227,11 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_data_additivity(args: argparse.Namespace) -> int:
-    from tpucost import collect
-
-    table = collect.additivity_table(args.dir)
+    table = additivity.additivity_table(args.dir)
     if table.empty:
         print(f"error: no measured programs in the log of {args.dir or 'the bundled data set'}", file=sys.stderr)
         return 2
-    return _emit(collect.additivity_summary(table), args.json, _print_additivity)
+    return _emit(additivity.additivity_summary(table), args.json, _print_additivity)
 
 
 def _print_additivity(s: dict) -> None:
@@ -237,13 +248,11 @@ def _print_additivity(s: dict) -> None:
 
 
 def cmd_data_noise(args: argparse.Namespace) -> int:
-    from tpucost import collect
-
     if args.task == "tile":
         return cmd_tile_noise(args)
     try:
         _label_mode(args)
-        result = collect.measure_noise(args.dir, args.sample, args.seed, progress=not args.no_progress)
+        result = kernel_data.measure_noise(args.dir, args.sample, args.seed, progress=not args.no_progress)
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -252,14 +261,10 @@ def cmd_data_noise(args: argparse.Namespace) -> int:
 
 
 def _dataset(path: str | None):
-    from tpucost import data
-
-    return data.load_kernel_dataset(path)
+    return kernel_data.load_kernel_dataset(path)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from tpucost import costmodel, train
-    from tpucost.tasks import kernel
 
     if args.task == "tile":
         return cmd_train_tiles(args)
@@ -293,8 +298,6 @@ def _summary(result: dict) -> dict:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from tpucost import costmodel, data
-    from tpucost.tasks import kernel
 
     if args.task == "tile":
         return cmd_evaluate_tiles(args)
@@ -304,11 +307,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         results = kernel.evaluate_methods(model_dir, dataset, args.split)
         summary = {m: _summary(r) for m, r in results.items()}
         if args.totals:
-            parts = data.split(dataset, args.split)
+            parts = kernel_data.split(dataset, args.split)
             for method in summary:
                 model = costmodel.CostModel.load(model_dir, method, calibrated=False)
                 summary[method]["program_totals"] = kernel.program_totals(
-                    model, dataset.root, parts.test_programs, limit=args.totals, progress=not args.json)
+                    model, dataset.root, parts.test_ids, limit=args.totals, progress=not args.json)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -316,8 +319,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _print_table2(summary: dict) -> None:
-    from tpucost import evaluate
-
     print("All kernels the test programs ran (kernels = (program, kernel) rows):")
     print(evaluate.comparison_table(summary).to_string())
     print("\nUnseen: only the test kernels, never seen in training:")
@@ -333,8 +334,6 @@ def _print_table2(summary: dict) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from tpucost import costmodel
-
     path = Path(args.file)
     try:
         model = costmodel.CostModel.load(args.model, args.method)
@@ -351,8 +350,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from tpucost import calibration, costmodel
-
     if args.show_bundled:
         rows = calibration.compiler_summary(calibration.bundled_reports())
         return _emit({"rows": rows}, args.json, _print_compiler_summary)
@@ -377,8 +374,6 @@ def _print_compiler_summary(result: dict) -> None:
 
 
 def _print_calibration(r: dict) -> None:
-    from tpucost import device
-
     print(f"calibrated the {r['method']} model on {device.describe(r['device'])} "
           f"({r['kernels']} kernels of {r['programs']} programs, {r['seconds']:.0f} s)")
     print(f"median APE on the calibration kernels: {r['median_ape_before']:.1f}% before, "
@@ -403,7 +398,7 @@ def _print_prediction(result: dict) -> None:
 def _add_model_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train the kernel cost models (or, --task tile, the tile models)")
     p.add_argument("--task", choices=("kernel", "tile"), default="kernel", help="kernel (runtime) or tile (ranking) task")
-    p.add_argument("--losses", type=_names, default=None, help="tile task: comma-separated hinge,logistic,listwise,mse")
+    p.add_argument("--losses", type=_names, default=None, help=f"tile task: comma-separated losses of {','.join(losses.LOSSES)}")
     p.add_argument("--tpugraphs", default=None, help="tile task: train on the published TpuGraphs tile files in DIR")
     p.add_argument("--data", default=None, help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)")
     p.add_argument("--split", choices=("random", "hard"), default="random")
@@ -455,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_commands(sub)
     _add_tile_commands(sub)
     _add_autotune_command(sub)
+    _add_experiment_commands(sub)
     return parser
 
 
@@ -477,11 +473,9 @@ def _fail(err: BaseException) -> int:
 
 
 def cmd_collect_tiles(args: argparse.Namespace) -> int:
-    from tpucost import tile_data
-
     try:
         _label_mode(args)
-        ds = tile_data.collect_tiles(args.out, args.problems, args.seed, shard=args.shard, families=args.families,
+        ds = tile_collection.collect_tiles(args.out, args.problems, args.seed, shard=args.shard, families=args.families,
                                      max_configs=args.max_configs, repeats=args.repeats,
                                      progress=not args.no_progress, max_load=args.max_load)
     except (FileExistsError, ValueError, RuntimeError) as err:
@@ -491,11 +485,9 @@ def cmd_collect_tiles(args: argparse.Namespace) -> int:
 
 
 def cmd_tile_noise(args: argparse.Namespace) -> int:
-    from tpucost import tile_data
-
     try:
         _label_mode(args)
-        report = tile_data.measure_tile_noise(args.dir or tile_data.default_tiles_dir(), args.sample, args.seed,
+        report = tile_collection.measure_tile_noise(args.dir or tile_data.default_tiles_dir(), args.sample, args.seed,
                                               progress=not args.no_progress)
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return _fail(err)
@@ -504,16 +496,12 @@ def cmd_tile_noise(args: argparse.Namespace) -> int:
 
 
 def _tile_dataset(args: argparse.Namespace):
-    from tpucost import tile_data
-
     if getattr(args, "tpugraphs", None):
         return tile_data.from_tpugraphs(args.tpugraphs)
     return tile_data.load_tile_dataset(args.data)
 
 
 def cmd_train_tiles(args: argparse.Namespace) -> int:
-    from tpucost import checkpoint, train
-    from tpucost.tasks import tile as tile_task
 
     try:
         ds = _tile_dataset(args)
@@ -533,8 +521,6 @@ def cmd_train_tiles(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate_tiles(args: argparse.Namespace) -> int:
-    from tpucost.tasks import tile as tile_task
-
     try:
         ds = _tile_dataset(args)
         results = tile_task.evaluate_tile_models(ds, args.split, args.model)
@@ -551,14 +537,10 @@ def _print_table3(results: dict) -> None:
 
 
 def _shape_arg(args: argparse.Namespace) -> tuple[int, ...]:
-    from tpucost import tiles
-
-    return tiles.parse_shape(args.family, args.shape)
+    return tiles.parse_problem_shape(args.family, args.shape)
 
 
 def cmd_suggest_tiles(args: argparse.Namespace) -> int:
-    from tpucost.tasks import tile as tile_task
-
     try:
         shape = _shape_arg(args)
         suggestions = tile_task.suggest_tiles(args.family, shape, args.dtype, args.top, args.model)
@@ -569,8 +551,6 @@ def cmd_suggest_tiles(args: argparse.Namespace) -> int:
 
 
 def cmd_measure_tiles(args: argparse.Namespace) -> int:
-    from tpucost import tiles
-
     try:
         _label_mode(args)
         shape = _shape_arg(args)
@@ -597,7 +577,7 @@ def _add_tile_commands(sub: argparse._SubParsersAction) -> None:
     for name, func, what in (("suggest-tiles", cmd_suggest_tiles, "the tile model's best block shapes for a kernel"),
                              ("measure-tiles", cmd_measure_tiles, "measure every legal block shape of a kernel")):
         p = sub.add_parser(name, help=what)
-        p.add_argument("family", help="a Pallas family of tpucost.tiles.FAMILIES, e.g. matmul")
+        p.add_argument("family", help="a Pallas family of tpucost.tiles.TILE_FAMILIES, e.g. matmul")
         p.add_argument("--shape", required=True, help="the problem shape, e.g. 384,640,896 for matmul M,N,K")
         p.add_argument("--dtype", default="float32")
         p.add_argument("--json", action="store_true")
@@ -617,15 +597,11 @@ def cmd_autotune(args: argparse.Namespace) -> int:
     """Device-only against model-guided search of the user's program at one device budget."""
     try:
         _label_mode(args)
-        from tpucost import autotune
-
         autotune.load_tunable(args.program, args.space)  # a bad --program fails here, before any search
         if args.seeds < 1 or args.budget_seconds <= 0:
             raise ValueError("--seeds must be >= 1 and --budget-seconds > 0")
         cost_model = None
         if args.space == "program":
-            from tpucost.costmodel import CostModel
-
             cost_model = CostModel.load(args.model)
         result = autotune.autotune(args.program, args.space, args.budget_seconds, seeds=range(args.seeds),
                                    search=args.search, n_candidates=args.candidates, cost_model=cost_model,
@@ -668,3 +644,54 @@ def _add_autotune_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     _all_cores_flag(p)
     p.set_defaults(func=cmd_autotune)
+
+
+# ------------------------------------------------------------------------------ experiments
+
+
+def cmd_hparam_search(args: argparse.Namespace) -> int:
+    try:
+        result = kernel.hparam_search(_dataset(args.data), args.out, args.trials, args.epochs,
+                                      progress=not args.no_progress)
+    except (FileNotFoundError, ValueError) as err:
+        return _fail(err)
+    for t in result["trials"]:
+        print(f"{t['trial']}: val MAPE >= 5 us {t['val_mape_ge5us']:.1f}%, Kendall {t['val_kendall_median']:.3f}, "
+              f"{t['epochs_run']} epochs, {t['seconds']:.0f} s")
+    print(f"winner (validation programs, not test): {result['winner']}; written to {args.out}")
+    return 0
+
+
+def cmd_tile_seeds(args: argparse.Namespace) -> int:
+    try:
+        report = tile_task.seed_spread(_tile_dataset(args), args.seeds, args.out, progress=not args.no_progress)
+    except (FileNotFoundError, ValueError) as err:
+        return _fail(err)
+    print(json.dumps(report["summary"], indent=1))
+    return 0
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    print(kernel.markdown_tables(args.dir), end="")
+    return 0
+
+
+def _add_experiment_commands(sub: argparse._SubParsersAction) -> None:
+    e = sub.add_parser("experiment", help="the experiments behind the bundled results").add_subparsers(
+        dest="experiment_command", required=True)
+    p = e.add_parser("hparam-search", help="kernel models: hyperparameter search scored on VALIDATION programs")
+    p.add_argument("--out", required=True, help="results JSON (resumed when it exists)")
+    p.add_argument("--data", default=None, help="data folder (default: the bundled data set)")
+    p.add_argument("--trials", type=_names, default=None, help=f"comma-separated of {','.join(kernel.HPARAM_TRIALS)}")
+    p.add_argument("--epochs", type=int, default=12, help="epochs per trial (early stopping on validation)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_hparam_search)
+    p = e.add_parser("tile-seeds", help="tile models of every loss on several random splits: the spread of Table 3")
+    p.add_argument("--data", default=None)
+    p.add_argument("--seeds", type=lambda t: [int(x) for x in _names(t)], default=[0, 1, 2])
+    p.add_argument("--out", default=None, help="write the report JSON here")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_tile_seeds)
+    p = e.add_parser("tables", help="Markdown tables of a checkpoint folder's results (default: the bundled ones)")
+    p.add_argument("dir", nargs="?", default=None)
+    p.set_defaults(func=cmd_tables)

@@ -8,6 +8,7 @@ handled here, so that no other module tests versions:
 * Flax NNX containers of sub-modules. ``nnx.List`` / ``nnx.Dict`` arrived in flax 0.12; flax
   0.11 holds sub-modules in plain ``list`` / ``dict`` attributes. Both give the same parameter
   tree (``{"layers": {0: ..., 1: ...}}``), so a checkpoint written under one loads under the other.
+* Whether JAX has started a backend: a private API (``jax._src.xla_bridge``), read here alone.
 * XLA compile options. Each jaxlib knows its own set of ``xla_*`` options and rejects the others
   (``INVALID_ARGUMENT: No such compile option``): jaxlib 0.7.2 has no YNNPACK options
   (``xla_cpu_experimental_ynn_fusion_type``). :func:`supports_compile_options` asks the installed
@@ -20,10 +21,12 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 from flax import nnx
 
 __all__ = ["ModuleList", "ModuleDict", "LIBRARY_FUSION_OPTIONS", "library_fusions_off", "supports_compile_options",
-           "unsupported_compile_options"]
+           "unsupported_compile_options", "backend_started"]
 
 #: A list of sub-modules as a module attribute: ``nnx.List`` where flax has it, else ``list``.
 ModuleList = getattr(nnx, "List", list)
@@ -34,9 +37,6 @@ ModuleDict = getattr(nnx, "Dict", dict)
 @functools.cache
 def _option_accepted(name: str, value: str) -> bool:
     """Whether the installed jaxlib compiles a one-op function with ``{name: value}``."""
-    import jax
-    import jax.numpy as jnp
-
     try:
         jax.jit(lambda x: x + 1).lower(jnp.zeros(2)).compile(compiler_options={name: value})
     except Exception as err:  # XlaRuntimeError: INVALID_ARGUMENT: No such compile option: '<name>'
@@ -70,3 +70,13 @@ def library_fusions_off() -> dict[str, str]:
     fuses no library calls by default; its XNNPACK option is kept (it is off there already).
     """
     return {name: "" for name in LIBRARY_FUSION_OPTIONS if supports_compile_options({name: ""})}
+
+
+def backend_started() -> bool:
+    """Whether JAX has started a backend in this process (True when it cannot tell)."""
+    try:
+        from jax._src import xla_bridge  # private: jax has no public way to ask
+
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):
+        return True

@@ -6,7 +6,7 @@ folder (`tpucost.tasks.kernel.run_experiment` writes them; the bundled ones are 
 `predict_program(fn, *args)` give per-kernel and total estimates for a whole program (compiled,
 never run): the total is the sum of its kernels (each times its calls per run) plus the device's
 dispatch overhead per kernel, measured on the training programs
-(`tpucost.collect.dispatch_ns_per_kernel`) and stored with the checkpoint.
+(`tpucost.data.kernel.dispatch_ns_per_kernel`) and stored with the checkpoint.
 
 A model predicts runtimes of the device that measured its training labels. On another device
 `load` applies the correction `calibrate` stored for this model and device (`tpucost.calibration`),
@@ -22,25 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from tpucost import calibration, checkpoint, data, device, features, hlo, kernels
+from tpucost import calibration, checkpoint, device, features, hlo, kernels
 from tpucost.features import KernelGraph
+from tpucost.files import missing_bundled_hint
 from tpucost.kernels import Kernel
 from tpucost.measure import compile_fn
 from tpucost.tasks import kernel as kernel_task
 
 __all__ = [
-    "METHODS",
     "CostModel",
     "ProgramEstimate",
     "default_model_dir",
 ]
 
-#: The methods a model folder holds: gnn, lstm, analytical.
-METHODS = kernel_task.METHODS
-
-
 def default_model_dir(split: str = "random") -> Path:
-    """The bundled checkpoints of a split: ``data.bundled_dir() / "checkpoints" / "kernel-<split>"``."""
+    """The bundled checkpoints of a split: ``tpucost.files.bundled_dir() / "checkpoints" / "kernel-<split>"``."""
     return checkpoint.bundled_checkpoints_dir() / f"kernel-{split}"
 
 
@@ -109,7 +105,7 @@ class CostModel:
         try:
             saved = kernel_task.load_method(root, method)
         except FileNotFoundError as err:
-            hint = f" {data.missing_bundled_hint(root)}" if model_dir is None else ""
+            hint = f" {missing_bundled_hint(root)}" if model_dir is None else ""
             raise FileNotFoundError(f"{err}{hint}") from None
         loaded = cls(method, saved.predict, saved.meta, calibration.model_key(saved.files), saved.trained_on,
                      saved.dispatch_ns_per_kernel)

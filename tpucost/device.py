@@ -38,8 +38,12 @@ import platform
 import warnings
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
+
+import jax
+import jaxlib
+
+from tpucost.compat import backend_started
 
 __all__ = [
     "LABEL_MODE",
@@ -50,9 +54,7 @@ __all__ = [
     "fingerprint",
     "describe",
     "differences",
-    "cache_dir",
     "warn_once",
-    "scratchpad_bytes",
 ]
 
 #: How a label is measured (stored with every fingerprint).
@@ -63,12 +65,6 @@ IDENTITY_FIELDS: tuple[str, ...] = ("backend", "device_kind", "cpu_model", "cpu_
 ISA_FLAGS: tuple[str, ...] = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
                               "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
                               "asimd", "sve", "sve2", "bf16", "i8mm")
-
-
-def cache_dir() -> Path:
-    """Where per-device results are cached: ``$TPUCOST_CACHE_DIR``, else ``~/.cache/tpucost``."""
-    root = os.environ.get("TPUCOST_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "tpucost"
 
 
 _warned: set[str] = set()
@@ -95,16 +91,6 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _backend_started() -> bool:
-    """Whether JAX has started a backend in this process (private JAX API, kept here alone)."""
-    try:
-        from jax._src import xla_bridge
-
-        return bool(xla_bridge.backends_are_initialized())
-    except (ImportError, AttributeError):
-        return True  # cannot tell: assume it has
-
-
 def pin_to_one_core(core: int | None = None) -> int:
     """Pin this process to one core so XLA:CPU runs one kernel at a time (the label mode).
 
@@ -122,7 +108,7 @@ def pin_to_one_core(core: int | None = None) -> int:
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) == 1 and core in (None, allowed[0]):
         return allowed[0]
-    if _backend_started():
+    if backend_started():
         raise RuntimeError(
             f"JAX's backend already started on {len(allowed)} cores, so kernels may still overlap: call "
             "tpucost.device.pin_to_one_core() before the first JAX computation (or restart the kernel), "
@@ -154,9 +140,6 @@ def cpu_info() -> dict[str, Any]:
 
 def fingerprint() -> dict[str, Any]:
     """The device at hand: JAX's default backend and device plus the host CPU (see module doc)."""
-    import jax
-    import jaxlib
-
     devices = jax.devices()
     fields: dict[str, Any] = {
         "backend": jax.default_backend(),
@@ -189,26 +172,3 @@ def describe(fp: Mapping[str, Any] | None) -> str:
     where = (f"{fp.get('backend')} {fp.get('cpu_model')!r} ({isa}), {fp.get('cores')} core(s)"
              if fp.get("backend") == "cpu" else f"{fp.get('backend')} {fp.get('device_kind')!r} x{fp.get('device_count')}")
     return f"{where}, jax {fp.get('jax')} [{fp.get('id')}]"
-
-
-#: On-chip memory a kernel's blocks should fit in, per backend, when JAX's device object does not say:
-#: TPU: the default scoped VMEM limit of v5e (16 MiB); GPU: the shared memory of one H100/H200 SM.
-_SCRATCHPAD_BYTES = {"tpu": 16 * 2**20, "gpu": 228 * 2**10}
-
-
-def scratchpad_bytes(backend: str | None = None) -> int:
-    """Bytes of fast memory one tiled kernel works in: VMEM (TPU), shared memory (GPU), or the
-    per-core L2 cache (CPU, read from sysfs; 1 MiB when unknown). The tile analytical model
-    penalises block working sets larger than this."""
-    if backend is None:
-        import jax
-
-        backend = jax.default_backend()
-    if backend in _SCRATCHPAD_BYTES:
-        return _SCRATCHPAD_BYTES[backend]
-    try:
-        text = Path("/sys/devices/system/cpu/cpu0/cache/index2/size").read_text().strip().upper()
-        scale = {"K": 2**10, "M": 2**20}.get(text[-1:], 1)
-        return int(text.rstrip("KM")) * scale
-    except (OSError, ValueError):
-        return 2**20

@@ -31,7 +31,6 @@ from scipy import stats
 
 __all__ = [
     "THRESHOLD_NS",
-    "METHOD_ORDER",
     "TABLE_COLUMNS",
     "mape",
     "kendall_tau",
@@ -46,8 +45,6 @@ __all__ = [
 
 #: The paper's split between short and long kernels: 5 us.
 THRESHOLD_NS = 5_000.0
-#: Row order of `comparison_table` (other methods follow, in the order given).
-METHOD_ORDER: tuple[str, ...] = ("gnn", "lstm", "analytical")
 #: Columns of `comparison_table`, after the paper's Table 2.
 TABLE_COLUMNS: tuple[str, ...] = ("MAPE >=5us", "MAPE <5us", "Kendall tau", "kernels", "programs")
 
@@ -144,13 +141,12 @@ def comparison_table(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Methods side by side, shaped like the paper's Table 2.
 
     Args:
-      results: method name -> a `runtime_metrics` result. Rows follow `METHOD_ORDER` (gnn, lstm,
-        analytical), then any other methods in the given order.
+      results: method name -> a `runtime_metrics` result; one row each, in the given order.
 
     Returns:
       DataFrame indexed by method with columns `TABLE_COLUMNS`.
     """
-    names = [m for m in METHOD_ORDER if m in results] + [m for m in results if m not in METHOD_ORDER]
+    names = list(results)
     rows = [
         [results[m].get("mape_ge5us", np.nan), results[m].get("mape_lt5us", np.nan),
          results[m].get("kendall_median", np.nan), results[m].get("n_kernels", 0), results[m].get("n_programs", 0)]

@@ -86,11 +86,12 @@ from typing import Any
 
 import jax
 
-from tpucost import device
+from tpucost import backends, device
+from tpucost.backends import Backend
 from tpucost.hlo import Computation, Module, parse_module
 from tpucost.kernels import CONTROL_FLOW, NOT_KERNELS, decompose
 
-__all__ = ["Measurement", "compile_fn", "measure_kernels", "wall_time_ns"]
+__all__ = ["Measurement", "compile_fn", "measure_kernels", "wall_time_ns", "best_wall_time_ns"]
 
 # Kernels that run other kernels (loop bodies, branches); their events enclose
 # their children's, so they are not counted as "busy" time in the async rule.
@@ -336,10 +337,10 @@ def _plane_events(profile: Any, prefix: str) -> Iterable[tuple[Any, Any, dict[st
                     yield plane, ev, _stats(ev)
 
 
-def _cpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
-    """XLA:CPU (checked on jax 0.10): kernel events on any line of ``/host:CPU``."""
+def _cpu_events(profile: Any, planes: str, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
+    """XLA:CPU (checked on jax 0.10 and 0.7): kernel events on any line of the ``planes`` (``/host:CPU``)."""
     raw, markers, waits, seen = [], {}, {}, set()
-    for _, ev, st in _plane_events(profile, "/host:CPU"):
+    for _, ev, st in _plane_events(profile, planes):
         if "hlo_module" in st:
             seen.add(st["hlo_module"])
             if st["hlo_module"] == module_name and "hlo_op" in st:
@@ -363,7 +364,7 @@ def _cpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | No
     return _Trace(events, run_end, seen)
 
 
-def _gpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
+def _gpu_events(profile: Any, planes: str, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
     """XLA:GPU, NOT tested here: written against XLA's xplane schema.
 
     Device kernels sit on ``/device:GPU:<n>`` planes (one line per stream) with
@@ -374,7 +375,7 @@ def _gpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | No
     counts them as several calls.
     """
     events, seen, count = [], set(), defaultdict(int)
-    for plane, ev, st in _plane_events(profile, "/device:GPU:"):
+    for plane, ev, st in _plane_events(profile, planes):
         if "hlo_module" not in st:
             continue
         seen.add(st["hlo_module"])
@@ -391,7 +392,7 @@ def _gpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | No
 _TPU_MODULE_RE = re.compile(r"^(.*)\((\d+)\)$")
 
 
-def _tpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
+def _tpu_events(profile: Any, planes: str, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
     """TPU, NOT tested here: written against XLA's xplane schema.
 
     On ``/device:TPU:<n>`` planes, line ``XLA Modules`` holds one event per program
@@ -400,7 +401,7 @@ def _tpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | No
     """
     events, seen = [], set()
     for plane in profile.planes:
-        if not plane.name.startswith("/device:TPU:"):
+        if not plane.name.startswith(planes):
             continue
         lines = {line.name: list(line.events) for line in plane.lines}
         runs = []
@@ -420,33 +421,20 @@ def _tpu_events(profile: Any, module_name: str, program_ids: frozenset[int] | No
     return _Trace(events, {}, seen)
 
 
-# The one place with backend-specific knowledge: trace reader, and whether kernel
-# events may end before the kernel's work does (async completion).
-_BACKENDS: dict[str, tuple[Callable[..., _Trace], bool]] = {
-    "cpu": (_cpu_events, True),
-    "gpu": (_gpu_events, False),
-    "cuda": (_gpu_events, False),
-    "rocm": (_gpu_events, False),
-    "tpu": (_tpu_events, False),
-}
-
-
-def _backend_spec(backend: str) -> tuple[Callable[..., _Trace], bool]:
-    """(trace reader, async completion possible) for ``backend``."""
-    if backend not in _BACKENDS:
-        raise ValueError(f"no trace reader for backend {backend!r}; known: {sorted(_BACKENDS)}")
-    return _BACKENDS[backend]
+#: The trace reader of each backend (`tpucost.backends`: where its kernel events are, and whether
+#: an event can end before its kernel's work does).
+_READERS: dict[str, Callable[..., _Trace]] = {"cpu": _cpu_events, "gpu": _gpu_events, "tpu": _tpu_events}
 
 
 def _kernel_events(
-    profile: Any, backend: str, module_name: str, program_ids: frozenset[int] | None
+    profile: Any, backend: Backend, module_name: str, program_ids: frozenset[int] | None
 ) -> _Trace:
     """This module's kernel events in ``profile``; raises ValueError if there are none."""
-    trace = _backend_spec(backend)[0](profile, module_name, program_ids)
+    trace = _READERS[backend.name](profile, backend.trace_planes, module_name, program_ids)
     if not trace.events:
         raise ValueError(
             f"the trace has no kernel events of module {module_name!r} (program ids "
-            f"{sorted(program_ids) if program_ids else 'unknown'}) on backend {backend!r}; "
+            f"{sorted(program_ids) if program_ids else 'unknown'}) on backend {backend.name!r}; "
             f"modules seen: {sorted(trace.modules_seen) or 'none'}"
         )
     if program_ids is None and len({e.run[0] for e in trace.events}) > 1:
@@ -664,6 +652,26 @@ def compile_fn(fn: Callable[..., Any], args: Sequence[Any],
     return jax.jit(fn).lower(*args).compile(compiler_options=dict(compiler_options or {}) or None)
 
 
+def best_wall_time_ns(compiled: Callable[..., Any], args: Sequence[Any], repeats: int = 5, warmup: int = 1,
+                      budget_s: float | None = None) -> float:
+    """The minimum wall time (ns) of ``repeats`` runs of a compiled ``compiled(*args)``, after
+    ``warmup`` untimed runs; the one timing loop of tpucost's measurements that need no trace.
+
+    With ``budget_s``, a slow program gets fewer runs (at least one): as many as fit in
+    ``budget_s`` seconds at the speed of its last warm-up run (a run of 0.5 s or more varies far
+    less, in relative terms, than the millisecond runs that get all ``repeats``).
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    runs = repeats
+    for _ in range(warmup):
+        t0 = time.perf_counter()
+        _block(compiled(*args))
+        if budget_s is not None:
+            runs = max(1, min(repeats, int(budget_s / max(time.perf_counter() - t0, 1e-9))))
+    return float(min(wall_time_ns(compiled, *args, repeats=runs)))
+
+
 def wall_time_ns(fn: Callable[..., Any], *args: Any, repeats: int = 5) -> list[float]:
     """Wall time of ``fn(*args)`` up to ``block_until_ready``, in ns, per run.
 
@@ -740,8 +748,8 @@ def measure_kernels(
     compiled = compile_fn(fn, args, compiler_options)
     hlo_text = compiled.as_text()
     module = parse_module(hlo_text)  # parsed once; the helpers below share it
-    module_name, backend = module.name, jax.default_backend()
-    async_completion = _backend_spec(backend)[1]
+    module_name, backend = module.name, backends.backend()
+    async_completion = backend.async_kernels
     program_ids = _program_ids(compiled)
     for _ in range(warmup):
         _block(compiled(*args))
@@ -765,7 +773,7 @@ def measure_kernels(
         nested=_nested_names(module, set(kernels) | set(labels.runtime_ns)),
         async_kernels=labels.async_kernels,
         module_name=module_name,
-        backend=backend,
+        backend=jax.default_backend(),
         device_kind=_device_kind(compiled),
         timeline=labels.timeline,
         module=module,

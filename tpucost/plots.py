@@ -1,4 +1,4 @@
-"""Figures the notebooks show: kernel graphs, feature matrices and tables.
+"""Figures the notebooks show: kernel graphs, feature matrices, tables and autotuning results.
 
 Each function draws on a matplotlib Axes (a new figure when `ax` is None) and returns it, so
 notebooks stay one call per picture.
@@ -6,20 +6,23 @@ notebooks stay one call per picture.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
+import pandas as pd
+import seaborn as sns
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from tpucost.data import KernelDataset
-    from tpucost.features import KernelGraph
-    from tpucost.kernels import Kernel
-    from tpucost.measure import Measurement
+from tpucost.autotune.protocol import STARTS
+from tpucost.autotune.search import SearchRun
+from tpucost.data.additivity import ADDITIVE
+from tpucost.data.kernel import KernelDataset
+from tpucost.features import OPCODE_VOCAB, KernelGraph
+from tpucost.kernels import Kernel
+from tpucost.measure import Measurement
 
 __all__ = [
     "kernel_to_networkx",
@@ -38,6 +41,9 @@ __all__ = [
     "program_kernels",
     "tile_landscape",
     "top_k_curves",
+    "plot_speedups",
+    "plot_speedup_panels",
+    "plot_progress",
 ]
 
 
@@ -102,10 +108,7 @@ def feature_heatmap(
     graph: KernelGraph, feature_names: Sequence[str], ax: plt.Axes | None = None, drop_zero_columns: bool = True
 ) -> plt.Axes:
     """Heatmap of a kernel's node feature matrix (rows: nodes, columns: named features)."""
-    import pandas as pd
-    import seaborn as sns
 
-    from tpucost.features import OPCODE_VOCAB
 
     rows = [f"{i}: {OPCODE_VOCAB[int(op)]}" for i, op in enumerate(graph.opcodes)]
     frame = pd.DataFrame(np.asarray(graph.node_features), index=rows, columns=list(feature_names))
@@ -121,7 +124,6 @@ def feature_heatmap(
 
 def kernel_table(kernels: Sequence[Kernel]) -> pd.DataFrame:
     """One row per kernel: name, kind, computation, op count, output shape, calls per run."""
-    import pandas as pd
 
     return pd.DataFrame(
         [
@@ -183,11 +185,9 @@ def kernel_timeline(measurement: Measurement, ax: plt.Axes | None = None, max_ro
 
 def additivity_hist(table: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
     """Distribution of summed kernel labels / wall time per (program, configuration), by family."""
-    import seaborn as sns
 
     ax = _axes(ax, (8, 0.35 * table["family"].nunique() + 1.5))
     sns.boxplot(data=table, x="additivity_ratio", y="family", ax=ax, color="#a8dadc", fliersize=2)
-    from tpucost.collect import ADDITIVE
 
     ax.axvspan(*ADDITIVE, color="#2a9d8f", alpha=0.12, label=f"{ADDITIVE[0]}-{ADDITIVE[1]}: adds up")
     ax.axvline(1.0, color="#264653", lw=1)
@@ -200,7 +200,6 @@ def additivity_hist(table: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes
 
 def runtime_by(frame: pd.DataFrame, by: str, ax: plt.Axes | None = None, top: int = 20) -> plt.Axes:
     """Kernel runtimes (log scale) grouped by a column such as "family" or "kind"."""
-    import seaborn as sns
 
     order = frame[by].value_counts().index[:top]
     ax = _axes(ax, (8, 0.35 * len(order) + 1.5))
@@ -214,7 +213,6 @@ def runtime_by(frame: pd.DataFrame, by: str, ax: plt.Axes | None = None, top: in
 
 def opcode_frequencies(dataset: KernelDataset, ax: plt.Axes | None = None, top: int = 25) -> plt.Axes:
     """How many nodes of each opcode the data set's kernels hold (parameters left out)."""
-    from tpucost.features import OPCODE_VOCAB
 
     counts = np.bincount(dataset.opcodes, minlength=len(OPCODE_VOCAB))
     names = np.array(OPCODE_VOCAB)
@@ -231,7 +229,6 @@ def opcode_frequencies(dataset: KernelDataset, ax: plt.Axes | None = None, top: 
 
 def kernel_sizes(frame: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
     """Histogram of kernel sizes in nodes (log scale)."""
-    import seaborn as sns
 
     ax = _axes(ax, (7, 3.5))
     sns.histplot(data=frame, x="n_nodes", log_scale=True, bins=30, ax=ax, color="#6d597a")
@@ -397,8 +394,6 @@ def tile_landscape(configs: Sequence[dict], runtime_ns: Sequence[float], x: str,
     Where several configurations share (x, y) (they differ in other block dims), the cell shows
     the fastest of them; empty cells are block shapes that are illegal or were not measured.
     """
-    import pandas as pd
-    import seaborn as sns
 
     frame = pd.DataFrame([{x: c[x], y: c[y], "ms": t / 1e6} for c, t in zip(configs, runtime_ns, strict=True)])
     grid = frame.groupby([y, x])["ms"].min().unstack(x).sort_index(ascending=False)
@@ -424,4 +419,72 @@ def top_k_curves(curves: dict[str, Sequence[float]], ax: plt.Axes | None = None,
     ax.set_title(title)
     ax.set_ylim(bottom=0)
     ax.legend()
+    return ax
+
+
+# ----------------------------------------------------------------------------------- autotuning
+
+
+def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None = None) -> Any:
+    """The paper's Fig. 4 as bars: mean speedup over the default (error bars: min..max over seeds)
+    from the default and from random starts, device-only beside model-guided."""
+    ax = ax or plt.subplots(figsize=(5.5, 3.5))[1]
+    starts = [s for s in STARTS if s in report["strategies"]["device_only"]]
+    x = np.arange(len(starts))
+    for j, (strategy, label) in enumerate((("device_only", "device only"), ("model_guided", "model + device"))):
+        entries = [report["strategies"][strategy][s] for s in starts]
+        mean = np.array([e["speedup_vs_default"] for e in entries])
+        err = np.array([[m - e["speedup_spread"]["min"], e["speedup_spread"]["max"] - m] for m, e in zip(mean, entries, strict=True)]).T
+        ax.bar(x + (j - 0.5) * 0.38, mean, 0.38, yerr=err, capsize=4, label=label)
+    ax.axhline(1.0, color="k", lw=0.8)
+    noise = report.get("noise", {}).get("spread")
+    if noise is not None:  # the band within which a speedup cannot be told from noise
+        ax.axhspan(1.0 - noise, 1.0 + noise, color="0.85", zorder=0, label=f"noise floor ±{100 * noise:.1f}%")
+    ax.set_xticks(x, [s.replace("_", " ") for s in starts])
+    ax.set_ylabel("speedup over the default")
+    ax.set_title(title or f"{report['program']} ({report['space']} space), {report['budget_seconds']:g} device s")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_speedup_panels(reports: Mapping[str, Mapping[str, Any]], title: str | None = None) -> Any:
+    """`plot_speedups` for several reports side by side, one panel per program; panels of the
+    same space share their y axis (program-space speedups are a few percent, tile-space ones 2x)."""
+    fig = plt.figure(figsize=(4.6 * len(reports), 3.8))
+    first_of_space: dict[str, Any] = {}
+    for i, (program, r) in enumerate(reports.items()):
+        ax = fig.add_subplot(1, len(reports), i + 1, sharey=first_of_space.get(r["space"]))
+        first_of_space.setdefault(r["space"], ax)
+        plot_speedups(r, ax, title=f"{program} ({r['space']}), {len(r['seeds'])} seeds, {r['budget_seconds']:g} s")
+        if ax is not first_of_space[r["space"]]:
+            ax.set_ylabel("")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_progress(runs: Sequence[SearchRun], default_ns: float, ax: Any = None, title: str | None = None) -> Any:
+    """Best in-search runtime so far (ms) against device seconds, one line per search, with the
+    default's fresh-process runtime ``default_ns`` as a reference line. In-search figures are single
+    measurements taken minutes apart, so they are drawn as measured, not divided by a figure
+    measured at another time."""
+    ax = ax or plt.subplots(figsize=(6, 3.5))[1]
+    colors = {"device_only": "tab:blue", "model_guided": "tab:orange"}
+    styles = {"from_default": "-", "from_random": "--"}
+    seen = set()
+    for r in runs:
+        h = r.history
+        if not h:
+            continue
+        label = f"{r.strategy.replace('_', ' ')}, {r.start.replace('_', ' ')}"
+        ax.step([0.0] + [s for s, _ in h], [math.nan] + [b / 1e6 for _, b in h], where="post",
+                color=colors.get(r.strategy), ls=styles.get(r.start, "-"), alpha=0.8,
+                label=None if label in seen else label)
+        seen.add(label)
+    ax.axhline(default_ns / 1e6, color="k", lw=0.8, label="default (fresh process)")
+    ax.set_xlabel("device seconds")
+    ax.set_ylabel("best runtime so far (ms, in-search)")
+    ax.set_title(title or "search progress")
+    ax.legend(fontsize=8)
     return ax

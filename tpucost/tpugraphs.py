@@ -29,7 +29,6 @@ and the field.
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -37,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tpucost.features import FeatureSpec, KernelGraph
+from tpucost.files import check_array, read_npz
 
 __all__ = [
     "NUM_TILE_NODE_FEATURES",
@@ -58,14 +58,14 @@ NUM_TILE_OPCODES = 120
 #: The feature spec of TpuGraphs tile graphs: their node features, opcode ids and config features.
 TILE_FEATURES = FeatureSpec("tpugraphs-tile-v0", NUM_TILE_NODE_FEATURES, NUM_TILE_OPCODES, NUM_TILE_CONFIG_FEATURES)
 
-# field -> (allowed dtype kinds, ndim, fixed width of axis 1 or None)
-_SPEC: dict[str, tuple[str, int, int | None]] = {
-    "node_feat": ("f", 2, NUM_TILE_NODE_FEATURES),
-    "node_opcode": ("iu", 1, None),
-    "edge_index": ("iu", 2, 2),
-    "config_feat": ("f", 2, NUM_TILE_CONFIG_FEATURES),
-    "config_runtime": ("iu", 1, None),
-    "config_runtime_normalizers": ("iuf", 1, None),
+# field -> (allowed dtype kinds, shape; None: any length)
+_SPEC: dict[str, tuple[str, tuple[int | None, ...]]] = {
+    "node_feat": ("f", (None, NUM_TILE_NODE_FEATURES)),
+    "node_opcode": ("iu", (None,)),
+    "edge_index": ("iu", (None, 2)),
+    "config_feat": ("f", (None, NUM_TILE_CONFIG_FEATURES)),
+    "config_runtime": ("iu", (None,)),
+    "config_runtime_normalizers": ("iuf", (None,)),
 }
 #: The fields every tile file must hold.
 TILE_FIELDS: tuple[str, ...] = tuple(_SPEC)
@@ -100,50 +100,28 @@ def _bad(path: Path, field: str, message: str) -> ValueError:
     return ValueError(f"{path}: field {field!r}: {message}")
 
 
-def _load_field(path: Path, data: np.lib.npyio.NpzFile, field: str) -> np.ndarray:
-    """One field, checked for presence, dtype kind, rank and width."""
-    if field not in data.files:
-        raise _bad(path, field, f"missing (the file has {sorted(data.files)})")
-    try:
-        array = data[field]
-    except ValueError as exc:  # an object array, refused by allow_pickle=False
-        raise _bad(path, field, f"cannot be loaded without pickle ({exc})") from exc
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise _bad(path, field, f"unreadable ({exc})") from exc
-    kinds, ndim, width = _SPEC[field]
-    if array.dtype.kind not in kinds:
-        raise _bad(path, field, f"dtype {array.dtype} is not one of the kinds {kinds!r}")
-    if array.ndim != ndim:
-        raise _bad(path, field, f"expected {ndim} dimensions, got shape {array.shape}")
-    if width is not None and array.shape[1] != width:
-        raise _bad(path, field, f"expected {width} columns, got shape {array.shape}")
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
-        raise _bad(path, field, "holds NaN or infinite values")
-    return array
-
-
-def _check_lengths(path: Path, arrays: dict[str, np.ndarray]) -> None:
+def _check(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Every field present, of its kinds and shape (`tpucost.files.check_array`), and consistent."""
+    for field, (kinds, shape) in _SPEC.items():
+        if field not in arrays:
+            raise _bad(path, field, f"missing (the file has {sorted(arrays)})")
+        check_array(path, field, arrays[field], kinds, shape)
     n = arrays["node_feat"].shape[0]
     c = arrays["config_feat"].shape[0]
     if n == 0:
         raise _bad(path, "node_feat", "has no nodes")
-    if arrays["node_opcode"].shape[0] != n:
-        raise _bad(path, "node_opcode", f"length {arrays['node_opcode'].shape[0]} != {n} nodes of node_feat")
+    check_array(path, "node_opcode", arrays["node_opcode"], "iu", (n,))
     for field in ("config_runtime", "config_runtime_normalizers"):
-        if arrays[field].shape[0] != c:
-            raise _bad(path, field, f"length {arrays[field].shape[0]} != {c} configs of config_feat")
+        check_array(path, field, arrays[field], _SPEC[field][0], (c,))
     opcodes = arrays["node_opcode"]
     if opcodes.min() < 0 or opcodes.max() > np.iinfo(np.int32).max:
         raise _bad(path, "node_opcode", f"opcode ids out of range: min {opcodes.min()}, max {opcodes.max()}")
     edges = arrays["edge_index"]
     if edges.size and (edges.min() < 0 or edges.max() >= n):
-        raise _bad(
-            path, "edge_index", f"node index out of range [0, {n}): min {edges.min()}, max {edges.max()}"
-        )
-    if (arrays["config_runtime"] < 0).any():
-        raise _bad(path, "config_runtime", "holds negative runtimes")
-    if (arrays["config_runtime_normalizers"] < 0).any():
-        raise _bad(path, "config_runtime_normalizers", "holds negative runtimes")
+        raise _bad(path, "edge_index", f"node index out of range [0, {n}): min {edges.min()}, max {edges.max()}")
+    for field in ("config_runtime", "config_runtime_normalizers"):
+        if (arrays[field] < 0).any():
+            raise _bad(path, field, "holds negative runtimes")
 
 
 def read_tile_npz(path: str | Path) -> TileKernel:
@@ -156,17 +134,8 @@ def read_tile_npz(path: str | Path) -> TileKernel:
         (lengths, edge indices outside ``[0, n)``); the message names the file and the field.
     """
     path = Path(path)
-    try:
-        data = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"{path}: not a readable npz file ({exc})") from exc
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path}: not an npz archive (np.load gave {type(data).__name__})")
-    with data:
-        arrays = {field: _load_field(path, data, field) for field in TILE_FIELDS}
-    _check_lengths(path, arrays)
+    arrays = read_npz(path)
+    _check(path, arrays)
     edges = arrays["edge_index"].astype(np.int32)
     graph = KernelGraph(
         opcodes=arrays["node_opcode"].astype(np.int32),

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tpucost import data, evaluate
+from tpucost import evaluate
+from tpucost.data import kernel as kernel_data
 from tpucost.measure import measure_kernels
 from tpucost.programs import Program
 
@@ -53,7 +54,7 @@ def exercise_2(program: Program, repeats: Sequence[int] = (1, 30)) -> pd.DataFra
 def exercise_3(table: pd.DataFrame) -> dict[str, Any]:
     """The family whose (program, configuration) pairs have the lowest median additivity ratio.
 
-    ``table`` is `tpucost.collect.additivity_table`. Also its median wall time and kernel count.
+    ``table`` is `tpucost.data.additivity.additivity_table`. Also its median wall time and kernel count.
     """
     by_family = table.groupby("family").agg(ratio=("additivity_ratio", "median"), wall_us=("wall_ns", "median"),
                                             kernels=("kernels", "median"))
@@ -83,7 +84,7 @@ def exercise_5(data_dir: str | os.PathLike, reference_dir: str | os.PathLike | N
 
     Per kind: its share of the kernels (%) and its median runtime (us) in each data set.
     """
-    sets = {"collected": data.load_kernel_dataset(data_dir), "reference": data.load_kernel_dataset(reference_dir)}
+    sets = {"collected": kernel_data.load_kernel_dataset(data_dir), "reference": kernel_data.load_kernel_dataset(reference_dir)}
     columns = {}
     for name, ds in sets.items():
         frame = ds.to_frame()

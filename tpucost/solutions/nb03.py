@@ -19,7 +19,10 @@ import numpy as np
 import pandas as pd
 from flax import nnx
 
-from tpucost import costmodel, data, evaluate, features, train
+from tpucost import costmodel, evaluate, features, train
+from tpucost.data import kernel as kernel_data
+from tpucost.data.kernel import KernelDataset
+from tpucost.data.splits import Split
 from tpucost.features import KernelGraph
 from tpucost.models import GraphSAGE, ModelConfig
 from tpucost.tasks import kernel
@@ -65,15 +68,15 @@ def exercise_1(graphs: Sequence[KernelGraph], reduce: str = "mean", hidden: int 
     return diff
 
 
-def exercise_2(ds: data.KernelDataset, max_programs: int | None = None,
+def exercise_2(ds: KernelDataset, max_programs: int | None = None,
                methods: Sequence[str] = kernel.METHODS) -> pd.DataFrame:
     """Table 2 of the bundled models on the random split (held-out programs) and the hard split
     (held-out families), side by side. ``max_programs`` scores only that many test programs per split."""
     rows = {}
     for split_name in ("random", "hard"):
-        split = data.split(ds, split_name)
+        split = kernel_data.split(ds, split_name)
         if max_programs is not None:
-            split = dataclasses.replace(split, test_programs=split.test_programs[:max_programs])
+            split = dataclasses.replace(split, test_ids=split.test_ids[:max_programs])
         model_dir = costmodel.default_model_dir(split_name)
         for method in methods:
             m = kernel.evaluate_split(ds, split, kernel.load_method(model_dir, method).predict)
@@ -84,7 +87,7 @@ def exercise_2(ds: data.KernelDataset, max_programs: int | None = None,
     return table
 
 
-def exercise_3(ds: data.KernelDataset, split: data.Split,
+def exercise_3(ds: KernelDataset, split: Split,
                predict: Callable[[list[KernelGraph]], np.ndarray]) -> dict[str, Any]:
     """Per kernel kind: the median error on the test kernels and how many training kernels it has.
 
@@ -102,7 +105,7 @@ def exercise_3(ds: data.KernelDataset, split: data.Split,
     return {"table": table, "kendall_tau": tau}
 
 
-def brief_runs(ds: data.KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
+def brief_runs(ds: KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
                models: dict[str, ModelConfig], seeds: Sequence[int] = (0, 1), train_kernels: int = 4000,
                epochs: int = 8) -> pd.DataFrame:
     """Notebook 03's brief training run for each model config and seed: best validation loss, epoch, seconds.
@@ -130,7 +133,7 @@ def _summary(runs: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def exercise_4(ds: data.KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
+def exercise_4(ds: KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
                reduces: Sequence[str] = ("sum", "mean", "max"), seeds: Sequence[int] = (0, 1, 2),
                base: ModelConfig | None = None, train_kernels: int = 4000, epochs: int = 8) -> pd.DataFrame:
     """The neighbour reduction (sum, mean, max), each trained with several seeds."""
@@ -141,7 +144,7 @@ def exercise_4(ds: data.KernelDataset, train_idx: np.ndarray, val_idx: np.ndarra
     return runs
 
 
-def exercise_5(ds: data.KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
+def exercise_5(ds: KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
                poolings: Sequence[tuple[str, ...]] = (("sum", "max"), ("mean",), ("mean", "max")),
                seeds: Sequence[int] = (0, 1, 2), base: ModelConfig | None = None, train_kernels: int = 4000,
                epochs: int = 8) -> pd.DataFrame:

@@ -8,7 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from tpucost import data, evaluate, tile_data, tiles, train
+from tpucost import evaluate, tiles, train
+from tpucost.data import tile as tile_data
+from tpucost.data.splits import Split
 from tpucost.tasks import tile as tile_task
 
 
@@ -20,12 +22,12 @@ def exercise_1() -> dict[str, Any]:
     return answer
 
 
-def _test_scores(result: train.TrainResult, ds: tile_data.TileDataset, split: data.Split) -> dict[str, Any]:
+def _test_scores(result: train.TrainResult, ds: tile_data.TileDataset, split: Split) -> dict[str, Any]:
     scores = tile_task.dataset_scores(result.model, ds, split.test)
     return evaluate.ranking_metrics(scores, [ds.runtime_ns(int(i)) for i in split.test])
 
 
-def exercise_2(ds: tile_data.TileDataset, split: data.Split, config: train.TrainConfig,
+def exercise_2(ds: tile_data.TileDataset, split: Split, config: train.TrainConfig,
                losses: tuple[str, ...] = ("hinge", "logistic", "listwise"), seeds: tuple[int, ...] = (0, 1)) -> pd.DataFrame:
     """Kendall's tau and top-1 slowdown on the test kernels for each loss and seed."""
     rows = []
@@ -48,7 +50,7 @@ def exercise_3(ds: tile_data.TileDataset) -> pd.DataFrame:
     return table
 
 
-def exercise_4(ds: tile_data.TileDataset, split: data.Split, config: train.TrainConfig) -> pd.DataFrame:
+def exercise_4(ds: tile_data.TileDataset, split: Split, config: train.TrainConfig) -> pd.DataFrame:
     """Late against early joining of the configuration features: quality and time per training run."""
     rows = []
     for join in ("late", "early"):

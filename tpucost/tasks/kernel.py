@@ -1,6 +1,6 @@
 """The kernel task: predict each kernel's runtime (the paper's fusion task, Table 2).
 
-An example is one kernel of a `tpucost.data.KernelDataset`; the target is its log(runtime_ns),
+An example is one kernel of a `tpucost.data.kernel.KernelDataset`; the target is its log(runtime_ns),
 standardised with the mean and std of the TRAINING kernels (`TargetNorm`); the loss is the squared
 error (`KernelTask`, for `tpucost.train.train_and_evaluate`). Batches are padded to buckets
 (`tpucost.features.pad_to_bucket`), so each bucket combination compiles once.
@@ -18,9 +18,9 @@ held-out TEST programs (`evaluate_split`) and writes::
 `tpucost.costmodel.CostModel` serves); `evaluate_methods` scores the saved methods again and
 `program_totals` compares whole-program estimates with measured wall times.
 
-The split is by program (``random``, seed 0) or by family (``hard``): see `tpucost.data.split`.
+The split is by program (``random``, seed 0) or by family (``hard``): see `tpucost.data.kernel.split`.
 Test labels are never used for training, early stopping or fitting coefficients. Evaluation is by
-real program: each test program is scored on every kernel it ran (`tpucost.data.program_rows`),
+real program: each test program is scored on every kernel it ran (`tpucost.data.kernel.program_rows`),
 grouped under that program, whatever part the kernel is in; the ``"unseen"`` figures keep only the
 rows whose kernel is a test kernel (never seen in training).
 """
@@ -40,9 +40,14 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 from flax import nnx
+from tqdm import tqdm
 
-from tpucost import analytical, checkpoint, collect, data, evaluate, features, train
+from tpucost import analytical, checkpoint, evaluate, features, train
+from tpucost.data import kernel as kernel_data
+from tpucost.data.kernel import KernelDataset
+from tpucost.data.splits import Split
 from tpucost.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
+from tpucost.files import read_json_object, write_json_atomic
 from tpucost.models import DEFAULT_LENGTH_BUCKETS, ModelConfig, sequence_index
 from tpucost.programs import program_from_id
 
@@ -60,10 +65,13 @@ __all__ = [
     "evaluate_split",
     "evaluate_methods",
     "program_totals",
+    "HPARAM_TRIALS",
+    "hparam_search",
+    "markdown_tables",
 ]
 
 #: The methods of an experiment folder, in table order: gnn, lstm, analytical.
-METHODS = evaluate.METHOD_ORDER
+METHODS: tuple[str, ...] = ("gnn", "lstm", "analytical")
 #: An experiment folder's analytical model.
 ANALYTICAL_FILE = "analytical.json"
 #: An experiment folder's results.
@@ -147,7 +155,7 @@ def _stacked_batch(chunks: list[list[KernelGraph]], targets: list[np.ndarray], w
 
 
 class KernelData(Protocol):
-    """What the task reads of a data set (a `tpucost.data.KernelDataset`, or a stand-in in tests)."""
+    """What the task reads of a data set (a `tpucost.data.kernel.KernelDataset`, or a stand-in in tests)."""
 
     features: FeatureSpec
     runtime_ns: np.ndarray
@@ -324,7 +332,7 @@ def load_method(model_dir: str | os.PathLike, method: str, spec: FeatureSpec = T
 # ---------------------------------------------------------------------------------------------
 
 
-def _graphs(ds: data.KernelDataset, idx: np.ndarray) -> list[KernelGraph]:
+def _graphs(ds: KernelDataset, idx: np.ndarray) -> list[KernelGraph]:
     return [ds.graph(int(i)) for i in idx]
 
 
@@ -332,11 +340,11 @@ def _method_config(base: train.TrainConfig, kind: str) -> train.TrainConfig:
     return dataclasses.replace(base, model=dataclasses.replace(base.model, kind=kind))
 
 
-def _training_dispatch_ns(dataset: data.KernelDataset, parts: data.Split) -> float | None:
+def _training_dispatch_ns(dataset: KernelDataset, parts: Split) -> float | None:
     """Dispatch overhead per kernel over the training programs' measured pairs (None without a log)."""
     if dataset.root is None:
         return None
-    return collect.dispatch_ns_per_kernel(collect.measured_runs(dataset.root, parts.train_programs))
+    return kernel_data.dispatch_ns_per_kernel(kernel_data.measured_runs(dataset.root, parts.train_ids))
 
 
 def _previous_report(path: Path, split: str, test_kernels: int, test_programs: int) -> dict[str, Any]:
@@ -349,29 +357,29 @@ def _previous_report(path: Path, split: str, test_kernels: int, test_programs: i
     return report if same else {}
 
 
-def _new_report(dataset: data.KernelDataset, split: str, parts: data.Split, data_dir: str | None) -> dict[str, Any]:
+def _new_report(dataset: KernelDataset, split: str, parts: Split, data_dir: str | None) -> dict[str, Any]:
     """The header of ``evaluation.json``: the split's sizes, the device and the training dispatch overhead."""
     return {
         "split": split, "data": data_dir or str(dataset.root), "kernels": len(dataset),
         "train_kernels": len(parts.train), "val_kernels": len(parts.val), "test_kernels": len(parts.test),
-        "train_programs": len(parts.train_programs), "val_programs": len(parts.val_programs),
-        "test_programs": len(parts.test_programs),
+        "train_programs": len(parts.train_ids), "val_programs": len(parts.val_ids),
+        "test_programs": len(parts.test_ids),
         "train_configs": {}, "results": {}, "histories": {}, "train_seconds": {},
         "backend": jax.default_backend(), "jax_version": jax.__version__, "device": dataset.device,
         "dispatch_ns_per_kernel": _training_dispatch_ns(dataset, parts),
     }
 
 
-def _fit_analytical(dataset: data.KernelDataset, parts: data.Split, out: Path, report: dict[str, Any]) -> None:
+def _fit_analytical(dataset: KernelDataset, parts: Split, out: Path, report: dict[str, Any]) -> None:
     """Fit the analytical baseline on the training kernels and write ``analytical.json``."""
     model = analytical.AnalyticalModel()
     model.fit(_graphs(dataset, parts.train), dataset.runtime_ns[parts.train], dataset.kind[parts.train])
     saved = {**json.loads(model.to_json()), "device": dataset.device,
              "dispatch_ns_per_kernel": report["dispatch_ns_per_kernel"]}
-    data.write_text_atomic(out / ANALYTICAL_FILE, json.dumps(saved, indent=2))
+    write_json_atomic(out / ANALYTICAL_FILE, saved, indent=2)
 
 
-def _train_network(dataset: data.KernelDataset, split: str, parts: data.Split, out: Path, config: train.TrainConfig,
+def _train_network(dataset: KernelDataset, split: str, parts: Split, out: Path, config: train.TrainConfig,
                    report: dict[str, Any], progress: bool) -> None:
     """Train one network (``config.model.kind``) and save its checkpoint under ``out/<kind>``."""
     task = KernelTask.fit(dataset, parts.train, config.model)
@@ -385,7 +393,7 @@ def _train_network(dataset: data.KernelDataset, split: str, parts: data.Split, o
 
 
 def run_experiment(
-    dataset: data.KernelDataset,
+    dataset: KernelDataset,
     split: str,
     out_dir: str | Path,
     config: train.TrainConfig | None = None,
@@ -402,9 +410,9 @@ def run_experiment(
     config = config or train.TrainConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    parts = data.split(dataset, split)
+    parts = kernel_data.split(dataset, split)
     report = _new_report(dataset, split, parts, data_dir)
-    previous = _previous_report(out / EVALUATION_FILE, split, len(parts.test), len(parts.test_programs))
+    previous = _previous_report(out / EVALUATION_FILE, split, len(parts.test), len(parts.test_ids))
     for key in ("train_configs", "results", "histories", "train_seconds"):
         report[key].update({m: v for m, v in previous.get(key, {}).items() if m not in methods})
     for method in methods:
@@ -416,11 +424,11 @@ def run_experiment(
         report["train_seconds"][method] = time.perf_counter() - start
         report["results"][method] = evaluate_split(dataset, parts, load_method(out, method, dataset.features,
                                                                                "the data set").predict)
-    data.write_text_atomic(out / EVALUATION_FILE, json.dumps(report, indent=1))
+    write_json_atomic(out / EVALUATION_FILE, report)
     return report
 
 
-def evaluate_split(ds: data.KernelDataset, split: data.Split,
+def evaluate_split(ds: KernelDataset, split: Split,
                    predict: Callable[[list[KernelGraph]], np.ndarray]) -> dict[str, Any]:
     """Metrics of ``predict`` (graphs -> ns, float[n]) on the test programs of ``split``.
 
@@ -429,7 +437,7 @@ def evaluate_split(ds: data.KernelDataset, split: data.Split,
     ``"unseen"`` (the same on the rows whose kernel is in ``split.test``) and
     ``"n_programs_by_family"`` ({family: number of test programs}).
     """
-    rows = data.program_rows(ds, split.test_programs)
+    rows = kernel_data.program_rows(ds, split.test_ids)
     kernels, where = np.unique(rows.kernel, return_inverse=True)
     pred = np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where.reshape(-1)]
     true = ds.runtime_ns[rows.kernel]
@@ -443,17 +451,17 @@ def evaluate_split(ds: data.KernelDataset, split: data.Split,
     return result
 
 
-def evaluate_methods(model_dir: str | Path, dataset: data.KernelDataset, split: str,
+def evaluate_methods(model_dir: str | Path, dataset: KernelDataset, split: str,
                      methods: Sequence[str] = METHODS) -> dict[str, dict[str, Any]]:
     """`evaluate_split` of each saved method of ``model_dir`` on the split's test programs
     (``{"gnn": {...}, ...}``); the raw predictions, for the device the models were trained on."""
-    parts = data.split(dataset, split)
+    parts = kernel_data.split(dataset, split)
     where = f"data set {dataset.root}" if dataset.root is not None else "the data set"
     return {m: evaluate_split(dataset, parts, load_method(model_dir, m, dataset.features, where).predict)
             for m in methods}
 
 
-class ProgramPredictor(Protocol):
+class ProgramCostModel(Protocol):
     """What `program_totals` needs of a model (a `tpucost.costmodel.CostModel`)."""
 
     dispatch_ns_per_kernel: float
@@ -461,7 +469,7 @@ class ProgramPredictor(Protocol):
     def predict_program(self, fn: Callable[..., Any], *args: Any, compiler_options: Any = None) -> Any: ...
 
 
-def program_totals(model: ProgramPredictor, data_dir: str | Path, program_ids: Sequence[str],
+def program_totals(model: ProgramCostModel, data_dir: str | Path, program_ids: Sequence[str],
                    min_wall_ns: float = 1e6, limit: int | None = None, progress: bool = True) -> dict[str, Any]:
     """``model.predict_program`` totals against the wall times measured when ``data_dir`` was collected.
 
@@ -471,16 +479,14 @@ def program_totals(model: ProgramPredictor, data_dir: str | Path, program_ids: S
     Returns the number of pairs, the median ratio predicted/measured, the median absolute error
     (%), the fraction within 10%, and the median ratio of the kernels alone (no dispatch overhead).
     """
-    from tqdm import tqdm  # text bars: no ipywidgets needed in notebooks
-
-    pairs = [e for e in collect.measured_runs(data_dir, program_ids) if e["wall_ns"] >= min_wall_ns]
+    pairs = [e for e in kernel_data.measured_runs(data_dir, program_ids) if e["wall_ns"] >= min_wall_ns]
     if limit is not None and len(pairs) > limit:
         pick = np.random.default_rng(0).choice(len(pairs), size=limit, replace=False)
         pairs = [pairs[i] for i in sorted(pick)]
     total, kernels_only = [], []
     for entry in tqdm(pairs, disable=not progress, desc="program totals", unit="program"):
         program = program_from_id(entry["program_id"])
-        fn, options = collect.configured_program(program, entry["configuration"])
+        fn, options = program.configured(entry["configuration"])
         estimate = model.predict_program(fn, *program.args, compiler_options=options)
         total.append(estimate.total_ns / entry["wall_ns"])
         kernels_only.append(estimate.kernels_ns / entry["wall_ns"])
@@ -492,3 +498,122 @@ def program_totals(model: ProgramPredictor, data_dir: str | Path, program_ids: S
             "within_10pct": float(np.mean(np.abs(ratio - 1) <= 0.1)),
             "median_ratio_kernels_only": float(np.median(kernels_only)),
             "dispatch_ns_per_kernel": model.dispatch_ns_per_kernel}
+
+
+# ---------------------------------------------------------------------------------------------
+# Hyperparameter search (validation programs only) and the checkpoints' result tables
+# ---------------------------------------------------------------------------------------------
+
+#: name -> (model config, training overrides): the trials run for the bundled checkpoints.
+HPARAM_TRIALS: dict[str, tuple[ModelConfig, dict[str, Any]]] = {
+    "gnn-base": (ModelConfig(kind="gnn"), {}),
+    "gnn-lr3e-3": (ModelConfig(kind="gnn"), {"learning_rate": 3e-3}),
+    "gnn-wide": (ModelConfig(kind="gnn", hidden=128), {}),
+    "gnn-deep": (ModelConfig(kind="gnn", num_layers=5), {}),
+    "gnn-mean-max": (ModelConfig(kind="gnn", pooling=("mean", "max")), {}),
+    "gnn-batch32": (ModelConfig(kind="gnn"), {"batch_size": 32}),
+}
+
+
+def _hparam_trial(name: str, trial: tuple[ModelConfig, dict[str, Any]], ds: KernelDataset, split: Split, epochs: int,
+                  progress: bool) -> dict[str, Any]:
+    """Train one trial on ``split.train`` and score its best-validation model on the VALIDATION programs."""
+    model_config, overrides = trial
+    config = dataclasses.replace(train.TrainConfig(model=model_config, epochs=epochs), **overrides)
+    start = time.perf_counter()
+    task = KernelTask.fit(ds, split.train, config.model)
+    result = train.train_and_evaluate(task, config, split.train, split.val, progress=progress)
+    seconds = time.perf_counter() - start
+    as_test = dataclasses.replace(split, test_ids=split.val_ids, test=split.val)
+    scored = evaluate_split(ds, as_test, lambda graphs: np.exp(predict_log_ns(result.model, task.norm, graphs)))
+    return {"trial": name, "config": config.to_dict(), "epochs_run": len(result.history["val_loss"]),
+            "best_epoch": result.best_epoch, "best_val_loss": result.best_val_loss, "seconds": seconds,
+            "val_mape_ge5us": scored["mape_ge5us"], "val_mape_lt5us": scored["mape_lt5us"],
+            "val_kendall_median": scored["kendall_median"], "val_programs": len(split.val_ids)}
+
+
+def hparam_search(dataset: KernelDataset, out: str | os.PathLike, trials: Sequence[str] | None = None,
+                  epochs: int = 12, progress: bool = True) -> dict[str, Any]:
+    """Hyperparameter search on the random split, scored on the VALIDATION programs only.
+
+    Each trial of `HPARAM_TRIALS` (``trials``: their names, default all) trains for at most
+    ``epochs`` (early stopping on the validation loss) and is scored on the validation programs the
+    way `evaluate_split` scores test programs. The test programs are never touched, so the winner's
+    test figures stay honest. ``out`` (JSON) is written after every trial; a killed search resumes,
+    skipping the finished trials. Returns ``{"data", "device", "trials": [...], "winner"}``: the
+    winner is the trial with the lowest validation MAPE (kernels >= 5 us).
+    """
+    names = list(trials) if trials is not None else list(HPARAM_TRIALS)
+    unknown = sorted(set(names) - set(HPARAM_TRIALS))
+    if unknown:
+        raise ValueError(f"unknown trials {unknown}; choose from {sorted(HPARAM_TRIALS)}")
+    path = Path(out)
+    done = (read_json_object(path) if path.exists()
+            else {"data": str(dataset.root), "device": dataset.device, "split": "random", "scored_on": "validation",
+                  "trials": []})
+    split = kernel_data.split(dataset, "random")
+    finished = {t["trial"] for t in done["trials"]}
+    for name in names:
+        if name not in finished:
+            done["trials"].append(_hparam_trial(name, HPARAM_TRIALS[name], dataset, split, epochs, progress))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(path, done)
+    done["winner"] = min(done["trials"], key=lambda t: t["val_mape_ge5us"])["trial"] if done["trials"] else None
+    return done
+
+
+_TABLE_HEADER = ("| method | MAPE >=5us (%) | MAPE <5us (%) | Kendall tau | rows | programs |\n"
+                 "| --- | --- | --- | --- | --- | --- |")
+
+
+def _table_row(method: str, r: dict[str, Any]) -> str:
+    return (f"| {method} | {r['mape_ge5us']:.1f} | {r['mape_lt5us']:.1f} | {r['kendall_median']:.3f} "
+            f"| {r['n_kernels']} | {r['n_programs']} |")
+
+
+def _split_tables(report: dict[str, Any]) -> str:
+    """One split's section: sizes, all-kernel and unseen tables, dispatch overhead, training time."""
+    results = report["results"]
+    out = [f"## {report['split']} split: {report['train_programs']} / {report['val_programs']} / "
+           f"{report['test_programs']} programs; {report['train_kernels']} train / {report['val_kernels']} "
+           f"validation / {report['test_kernels']} test kernels", "", "all kernels the test programs ran:", "",
+           _TABLE_HEADER]
+    out += [_table_row(m, results[m]) for m in METHODS if m in results]
+    out += ["", "unseen test kernels only:", "", _TABLE_HEADER]
+    out += [_table_row(m, results[m]["unseen"]) for m in METHODS if m in results]
+    dispatch = report.get("dispatch_ns_per_kernel")
+    if dispatch is not None:
+        out += ["", f"Dispatch overhead per kernel (training programs' runs): {dispatch:.0f} ns"]
+    seconds = ", ".join(f"{m} {s:.0f}" for m, s in report["train_seconds"].items())
+    epochs = ", ".join(f"{m} {len(h['val_loss'])}" for m, h in report.get("histories", {}).items())
+    out += ["", f"Training seconds: {seconds}; epochs run: {epochs}"]
+    return "\n".join(out)
+
+
+def _search_table(search: dict[str, Any]) -> str:
+    """The hyperparameter search: one row per trial, validation programs only."""
+    out = [f"## Hyperparameter search (validation programs of the random split, {search['trials'][0]['val_programs']} "
+           "programs)", "", "| trial | changed from the defaults | val MAPE >=5us (%) | val MAPE <5us (%) | val Kendall "
+           "tau | epochs | seconds |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    base = search["trials"][0]["config"]
+    for t in search["trials"]:
+        changed = {k: v for k, v in t["config"].items() if k != "model" and v != base[k]}
+        changed |= {k: v for k, v in t["config"]["model"].items() if v != base["model"][k]}
+        out.append(f"| {t['trial']} | {changed or '-'} | {t['val_mape_ge5us']:.1f} | {t['val_mape_lt5us']:.1f} "
+                   f"| {t['val_kendall_median']:.3f} | {t['epochs_run']} | {t['seconds']:.0f} |")
+    return "\n".join(out)
+
+
+def markdown_tables(checkpoints_dir: str | os.PathLike | None = None) -> str:
+    """The Markdown result tables of an experiment folder of checkpoints (default: the bundled
+    ones), from the files the training commands wrote: the hyperparameter search
+    (``hparam_search.json``), then each split's ``kernel-<split>/evaluation.json``."""
+    root = Path(checkpoints_dir) if checkpoints_dir is not None else checkpoint.bundled_checkpoints_dir()
+    parts = []
+    if (root / "hparam_search.json").exists():
+        parts.append(_search_table(read_json_object(root / "hparam_search.json")))
+    for split in kernel_data.SPLITS:
+        path = root / f"kernel-{split}" / EVALUATION_FILE
+        if path.exists():
+            parts.append(_split_tables(read_json_object(path)))
+    return "\n\n".join(parts) + "\n"

@@ -15,8 +15,8 @@ and all of them, in chunks, at prediction).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,9 +26,13 @@ import jax
 import jax.numpy as jnp
 import jraph
 import numpy as np
+import pandas as pd
 from flax import nnx
 
-from tpucost import analytical, checkpoint, evaluate, features, losses, tile_data, tiles, train
+from tpucost import analytical, checkpoint, evaluate, features, losses, tiles, train
+from tpucost.data import tile as tile_data
+from tpucost.data.splits import Split
+from tpucost.files import read_json_object, write_json_atomic
 from tpucost.models import ModelConfig
 from tpucost.tasks.kernel import TargetNorm
 
@@ -47,11 +51,14 @@ __all__ = [
     "dataset_scores",
     "analytical_scores",
     "MODEL_NAMES",
+    "predicts_runtimes",
+    "runtime_ns",
+    "seed_spread",
     "seed_summary",
 ]
 
-#: Losses a tile model can be trained with (`tpucost.losses.LOSSES`); "mse" is the regression baseline.
-LOSS_NAMES: tuple[str, ...] = ("hinge", "logistic", "listwise", "mse")
+#: Losses a tile model can be trained with: every loss of `tpucost.losses.LOSSES`.
+LOSS_NAMES: tuple[str, ...] = tuple(losses.LOSSES)
 #: The bundled rank model's loss.
 DEFAULT_LOSS = "hinge"
 #: Allowed padded numbers of configurations per kernel.
@@ -120,7 +127,7 @@ class TileTask:
     """The tile task for `tpucost.train.train_and_evaluate` (see `tpucost.train.Task`).
 
     Args:
-      dataset: a `tpucost.tile_data.TileDataset`.
+      dataset: a `tpucost.data.tile.TileDataset`.
       norm: standardisation of log runtime (fit it on the TRAINING kernels: `TileTask.fit`).
       loss_name: a name in `LOSS_NAMES`.
       max_configs: most configurations of one kernel in one training batch.
@@ -172,7 +179,7 @@ class TileTask:
 
     def metadata(self) -> dict[str, Any]:
         return {"task": self.name, "loss": self.loss_name, "max_configs": self.max_configs,
-                "features": self.dataset.feature_spec.to_dict(),
+                "features": self.dataset.features.to_dict(),
                 "norm": {"mean": self.norm.mean, "std": self.norm.std},
                 "config_feature_names": list(self.dataset.config_feature_names),
                 "source": self.dataset.source}
@@ -182,7 +189,7 @@ def tile_model_config(dataset: tile_data.TileDataset, base: ModelConfig | None =
                       config_join: str = "late") -> ModelConfig:
     """A GraphSAGE `ModelConfig` whose feature spec matches ``dataset`` (node and config features)."""
     base = base or ModelConfig(hidden=64, num_layers=3)
-    return dataclasses.replace(base, kind="gnn", features=dataset.feature_spec, config_join=config_join)
+    return dataclasses.replace(base, kind="gnn", features=dataset.features, config_join=config_join)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,7 +252,7 @@ def load_tile_model(path: str | os.PathLike | None = None) -> tuple[nnx.Module, 
     return saved.model, saved.meta
 
 
-def train_tile_model(dataset: tile_data.TileDataset, split: tile_data.Split, loss: str, workdir: str | os.PathLike,
+def train_tile_model(dataset: tile_data.TileDataset, split: Split, loss: str, workdir: str | os.PathLike,
                      config: train.TrainConfig | None = None, progress: bool = True) -> train.TrainResult:
     """Train one tile model with ``loss`` on ``split.train`` (early stopping on ``split.val``)."""
     config = config or train.TrainConfig(model=tile_model_config(dataset), batch_size=16, epochs=40, patience=8)
@@ -274,13 +281,12 @@ def train_tile_models(dataset: tile_data.TileDataset, split_name: str, out_dir: 
 def analytical_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
     """The analytical tile model's runtime estimates (ns) for every configuration of the kernels ``part``."""
     model = analytical.AnalyticalTileModel()
-    return [model.predict_ns(str(dataset.family[i]), tiles.parse_shape(str(dataset.family[i]), str(dataset.shape[i])),
+    return [model.predict_ns(str(dataset.family[i]), tiles.parse_problem_shape(str(dataset.family[i]), str(dataset.shape[i])),
                              str(dataset.dtype[i]), dataset.configs(int(i))) for i in part]
 
 
-#: Table 3 row name of the model trained with each loss.
-MODEL_NAMES: dict[str, str] = {"hinge": "gnn_rank", "logistic": "gnn_logistic", "listwise": "gnn_listwise",
-                               "mse": "gnn_mse"}
+#: Table 3 row name of the model trained with each loss (`tpucost.losses.LOSSES`).
+MODEL_NAMES: dict[str, str] = {name: loss.model_name for name, loss in losses.LOSSES.items()}
 
 
 def evaluate_tile_models(dataset: tile_data.TileDataset, split_name: str, model_root: str | os.PathLike | None = None,
@@ -309,10 +315,15 @@ def evaluate_tile_models(dataset: tile_data.TileDataset, split_name: str, model_
     return out
 
 
-def _runtime_ns(meta: dict[str, Any], scores: np.ndarray) -> np.ndarray:
-    """Runtimes (ns) from the scores of a model trained with MSE on standardised log runtime."""
-    norm = TargetNorm(float(meta["norm"]["mean"]), float(meta["norm"]["std"]))
-    return np.exp(norm.decode(scores))
+def predicts_runtimes(meta: dict[str, Any]) -> bool:
+    """Whether a tile model (its config.json) was trained with a regression loss, so that its
+    scores are standardised log runtimes (`runtime_ns`); a rank model's only order one kernel."""
+    return meta.get("loss") in losses.LOSSES and losses.LOSSES[meta["loss"]].regression and "norm" in meta
+
+
+def runtime_ns(meta: dict[str, Any], scores: np.ndarray) -> np.ndarray:
+    """Runtimes (ns) from the scores of a regression tile model (`predicts_runtimes`)."""
+    return np.exp(TargetNorm.from_dict(meta["norm"]).decode(scores))
 
 
 def suggest_tiles(family: str, shape: Sequence[int], dtype: str = "float32", top: int = 5,
@@ -323,8 +334,8 @@ def suggest_tiles(family: str, shape: Sequence[int], dtype: str = "float32", top
     Returns ``[{"config": {...}, "score": float, "predicted_ns": float | None}]``. The order comes
     from the rank model (``model_dir``, default the bundled random-split hinge model); a rank
     model's scores order the configurations of ONE kernel but are not runtimes, so
-    ``predicted_ns`` comes from the regression (MSE) tile model (``runtime_model_dir``, default
-    the bundled one of the random split; None when there is none).
+    ``predicted_ns`` comes from the regression tile model (``runtime_model_dir``, default the
+    bundled one of the random split, `tpucost.losses.regression_loss_name`; None when there is none).
     """
     shape = tuple(int(d) for d in shape)
     model, meta = load_tile_model(model_dir)
@@ -334,26 +345,56 @@ def suggest_tiles(family: str, shape: Sequence[int], dtype: str = "float32", top
     graph = tiles.kernel_graph(family, shape, dtype)
     rows = np.stack([tiles.config_features(family, shape, dtype, c) for c in configs])
     scores = predict_scores(model, [graph], [rows])[0]
-    predicted: np.ndarray | None = _runtime_ns(meta, scores) if meta.get("loss") == "mse" else None
-    runtime_dir = Path(runtime_model_dir) if runtime_model_dir else default_tile_model_dir("random", "mse")
+    predicted: np.ndarray | None = runtime_ns(meta, scores) if predicts_runtimes(meta) else None
+    runtime_dir = (Path(runtime_model_dir) if runtime_model_dir
+                   else default_tile_model_dir("random", losses.regression_loss_name()))
     if predicted is None and runtime_dir.is_dir():
         runtime_model, runtime_meta = load_tile_model(runtime_dir)
-        predicted = _runtime_ns(runtime_meta, predict_scores(runtime_model, [graph], [rows])[0])
+        predicted = runtime_ns(runtime_meta, predict_scores(runtime_model, [graph], [rows])[0])
     order = np.argsort(scores, kind="stable")[: max(int(top), 1)]
     return [{"config": configs[i], "score": float(scores[i]),
              "predicted_ns": None if predicted is None else float(predicted[i])} for i in order]
 
 
+def seed_spread(dataset: tile_data.TileDataset, seeds: Sequence[int], out: str | os.PathLike | None = None,
+                config: train.TrainConfig | None = None, progress: bool = True) -> dict[str, Any]:
+    """Tile models of every loss on several random splits: is the rank loss's advantage larger than
+    the spread between splits?
+
+    For each split seed (another random 80/10/10 cut of the problems) trains one model per loss
+    (`train_tile_models`, the bundled settings unless ``config``) in a temporary folder and scores it on that split's
+    TEST problems (`evaluate_tile_models`), beside the analytical model and a random ranking.
+    Returns (and writes to ``out`` when given) every run and, per model, the mean, min and max of
+    each metric over the seeds (`seed_summary` reads it).
+    """
+    runs = []
+    for seed in seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            train_tile_models(dataset, "random", tmp, config=config, seed=int(seed), progress=progress)
+            table = evaluate_tile_models(dataset, "random", tmp, seed=int(seed))
+            runs.append({"split_seed": int(seed), "seconds": time.perf_counter() - t0, "results": table})
+    summary: dict[str, dict[str, Any]] = {}
+    for name in runs[0]["results"] if runs else []:
+        for metric in ("kendall_mean", "top1", "top5", "top10"):
+            values = [r["results"][name][metric] for r in runs]
+            summary.setdefault(name, {})[metric] = {"mean": float(np.mean(values)), "min": float(np.min(values)),
+                                                    "max": float(np.max(values))}
+        summary[name]["test_kernels"] = int(sum(r["results"][name]["n_kernels"] for r in runs))
+    report = {"data": str(dataset.root), "split": "random", "runs": runs, "summary": summary}
+    if out is not None:
+        write_json_atomic(out, report)
+    return report
+
+
 def seed_summary(path: str | os.PathLike | None = None) -> Any:
-    """The spread of Table 3 over several random splits (written by ``tools/tile_seeds.py``; default:
+    """The spread of Table 3 over several random splits (written by `seed_spread`; default:
     the bundled ``tile_seeds.json``) as a DataFrame: per model the mean, min and max Kendall tau and
     the mean top-1 slowdown (%); None when the file does not exist."""
-    import pandas as pd
-
     path = Path(path) if path is not None else checkpoint.bundled_checkpoints_dir() / "tile_seeds.json"
     if not path.is_file():
         return None
-    report = json.loads(path.read_text())
+    report = read_json_object(path)
     seeds = [r["split_seed"] for r in report["runs"]]
     return pd.DataFrame({name: {"Kendall mean": m["kendall_mean"]["mean"], "Kendall min": m["kendall_mean"]["min"],
                                 "Kendall max": m["kendall_mean"]["max"], "top1 % (mean)": 100 * m["top1"]["mean"],

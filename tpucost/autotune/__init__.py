@@ -1,0 +1,51 @@
+"""An autotuner on the learned cost models: the paper's Section 6.3 on this stack.
+
+* `tpucost.autotune.space`: `Space`, knobs and their choices;
+* `tpucost.autotune.strategies`: `RandomSearch`, `SimulatedAnnealing` (ask / tell);
+* `tpucost.autotune.tunable`: the program to tune and its space (`load_tunable`);
+* `tpucost.autotune.evaluators`: `DeviceEvaluator`, `ProgramPredictor`, `TilePredictor`;
+* `tpucost.autotune.search`: `device_only_search`, `model_guided_search`;
+* `tpucost.autotune.remeasure`: the fresh-process re-measurement that reports are made of;
+* `tpucost.autotune.journal`: resuming a killed experiment;
+* `tpucost.autotune.protocol`: `autotune`, the whole experiment over seeds and starts;
+* `tpucost.autotune.reports`: the bundled experiments, the noise floor, tables.
+
+The figures are in `tpucost.plots` (`plot_speedups`, `plot_speedup_panels`, `plot_progress`), the
+built-in example programs in `tpucost.programs.examples`. The public names of every module are
+importable from the package. Run it: ``python -m tpucost autotune --space program --program
+example:transformer --budget-seconds 20 --seeds 3 --json``.
+"""
+
+from tpucost.autotune.evaluators import (
+    CachedPredictor,
+    Counter,
+    DeviceEvaluator,
+    Evaluation,
+    Evaluator,
+    ProgramPredictor,
+    TilePredictor,
+)
+from tpucost.autotune.journal import JOURNAL_NAME
+from tpucost.autotune.protocol import STARTS, STRATEGY_NAMES, Autotuning, autotune
+from tpucost.autotune.remeasure import remeasure, remeasure_in_fresh_process
+from tpucost.autotune.reports import (
+    PAPER_MODEL_VS_DEVICE,
+    bundled_reports,
+    compare_predicted_and_measured,
+    comparison_table,
+    measurement_noise,
+    report_table,
+)
+from tpucost.autotune.search import SearchRun, device_only_search, model_guided_search, run_search
+from tpucost.autotune.space import Config, Space
+from tpucost.autotune.strategies import STRATEGIES, RandomSearch, SearchStrategy, SimulatedAnnealing
+from tpucost.autotune.tunable import Tunable, default_tile_config, load_program, load_tunable
+
+__all__ = [
+    "CachedPredictor", "Counter", "DeviceEvaluator", "Evaluation", "Evaluator", "ProgramPredictor", "TilePredictor",
+    "JOURNAL_NAME", "STARTS", "STRATEGY_NAMES", "Autotuning", "autotune", "remeasure", "remeasure_in_fresh_process",
+    "PAPER_MODEL_VS_DEVICE", "bundled_reports", "compare_predicted_and_measured", "comparison_table",
+    "measurement_noise", "report_table", "SearchRun", "device_only_search", "model_guided_search", "run_search",
+    "Config", "Space", "STRATEGIES", "RandomSearch", "SearchStrategy", "SimulatedAnnealing", "Tunable",
+    "default_tile_config", "load_program", "load_tunable",
+]

@@ -1,0 +1,202 @@
+"""Evaluators: how a candidate configuration gets its cost.
+
+`DeviceEvaluator` compiles and runs it (its seconds are device seconds); `ProgramPredictor` (program
+space: compile, then the kernel model) and `TilePredictor` (tile space: the tile model, no compile)
+score it with a model (their seconds are search time on the host). Each keeps a `Counter` of what
+it spent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from tpucost import tiles
+from tpucost.autotune.space import Config, Space
+from tpucost.autotune.tunable import Tunable
+from tpucost.costmodel import CostModel
+from tpucost.measure import best_wall_time_ns, compile_fn
+from tpucost.tasks import tile as tile_task
+from tpucost.tasks.kernel import TargetNorm
+
+__all__ = ["Evaluation", "Evaluator", "Counter", "DeviceEvaluator", "CachedPredictor", "ProgramPredictor",
+           "TilePredictor"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """One candidate's cost (ns: measured or predicted) and what it took (seconds, of which compiling)."""
+
+    cost_ns: float
+    seconds: float
+    compile_seconds: float = 0.0
+    cached: bool = False
+
+
+class Evaluator(Protocol):
+    """``evaluator(config) -> Evaluation``. ``uses_device``: its seconds are device seconds."""
+
+    uses_device: bool
+
+    def __call__(self, config: Config) -> Evaluation: ...
+
+
+@dataclasses.dataclass
+class Counter:
+    """What an evaluator did: candidates evaluated (not served from its cache), seconds, compiling."""
+
+    candidates: int = 0
+    seconds: float = 0.0
+    compile_seconds: float = 0.0
+
+    def add(self, ev: Evaluation) -> None:
+        self.candidates += 1
+        self.seconds += ev.seconds
+        self.compile_seconds += ev.compile_seconds
+
+    def since(self, before: Counter) -> dict[str, float]:
+        """What was spent since the copy ``before`` was taken (``dataclasses.replace(counter)``)."""
+        return {f.name: getattr(self, f.name) - getattr(before, f.name) for f in dataclasses.fields(self)}
+
+    def add_spent(self, spent: Mapping[str, float]) -> None:
+        """Add what `since` returned (a search resumed from the journal)."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + type(getattr(self, f.name))(spent[f.name]))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"candidates": self.candidates, "seconds": self.seconds,
+                "per_second": self.candidates / self.seconds if self.seconds > 0 else None,
+                "compile_share": self.compile_seconds / self.seconds if self.seconds > 0 else None}
+
+
+class DeviceEvaluator:
+    """Measure a candidate on the device: build, compile (`tpucost.measure.compile_fn`), ``warmup``
+    runs, then the minimum wall time of ``repeats`` runs (fewer when one run takes long: as many as
+    fit in ``max_run_seconds``, at least one). Its seconds (compile + runs) are device seconds."""
+
+    uses_device = True
+
+    def __init__(self, tunable: Tunable, repeats: int = 5, warmup: int = 1, max_run_seconds: float = 2.0):
+        if repeats < 1 or warmup < 0:
+            raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
+        self.tunable, self.repeats, self.warmup, self.max_run_seconds = tunable, repeats, warmup, max_run_seconds
+        self.counter = Counter()
+
+    def __call__(self, config: Config) -> Evaluation:
+        t0 = time.perf_counter()
+        fn, args = self.tunable.build(config)
+        compiled = compile_fn(fn, args, self.tunable.compiler_options(config))
+        t1 = time.perf_counter()
+        cost = best_wall_time_ns(compiled, args, self.repeats, self.warmup, self.max_run_seconds)
+        ev = Evaluation(cost, time.perf_counter() - t0, t1 - t0)
+        self.counter.add(ev)
+        return ev
+
+
+class CachedPredictor:
+    """A deterministic model's predictions, cached by configuration (shared by every search of a run)."""
+
+    uses_device = False
+
+    def __init__(self, space: Space):
+        self.space = space
+        self.cache: dict[tuple[int, ...], Evaluation] = {}
+        self.counter = Counter()
+
+    def _predict(self, config: Config) -> Evaluation:
+        raise NotImplementedError
+
+    def __call__(self, config: Config) -> Evaluation:
+        key = self.space.key(config)
+        if key in self.cache:
+            return dataclasses.replace(self.cache[key], seconds=0.0, compile_seconds=0.0, cached=True)
+        ev = self._predict(config)
+        self.cache[key] = ev
+        self.counter.add(ev)
+        return ev
+
+
+class ProgramPredictor(CachedPredictor):
+    """Score a program-space candidate: compile it (never run it) and sum the kernel model's
+    predictions over its kernels, plus the dispatch overhead (`CostModel.predict_hlo`). Its seconds
+    (compile + predict) are search time on the host, not device time."""
+
+    def __init__(self, tunable: Tunable, cost_model: CostModel):
+        super().__init__(tunable.space)
+        self.tunable, self.cost_model = tunable, cost_model
+
+    def _predict(self, config: Config) -> Evaluation:
+        t0 = time.perf_counter()
+        fn, args = self.tunable.build(config)
+        text = compile_fn(fn, args, self.tunable.compiler_options(config)).as_text()
+        t1 = time.perf_counter()
+        total = self.cost_model.predict_hlo(text, source=self.tunable.spec).total_ns
+        return Evaluation(float(total), time.perf_counter() - t0, t1 - t0)
+
+
+def _tile_runtime_scale(meta: Mapping[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
+    """Scores -> a cost that adds up over kernels: ns for an MSE model, ``exp(score)`` for a rank model."""
+    if meta.get("loss") == "mse" and "norm" in meta:
+        norm = TargetNorm.from_dict(meta["norm"])
+        return lambda s: np.exp(norm.decode(s))
+    return lambda s: np.exp(np.asarray(s, np.float64))
+
+
+class TilePredictor(CachedPredictor):
+    """Score a tile-space candidate with the tile model, no compile.
+
+    With ``batched`` (the default) each kernel's legal configurations are scored once, all in one
+    batch (`tpucost.tasks.tile.predict_scores`), the first time a candidate needs that kernel;
+    a candidate then costs a lookup per kernel. Without it every candidate's kernels are scored
+    one configuration at a time (the cold rate, for `benchmarks/autotune_speed.py`).
+
+    A candidate's cost is the sum over its kernels: predicted ns when the model was trained with
+    MSE (runtimes), else ``exp(score)`` of the rank model (its scores order one kernel's
+    configurations like log runtimes but are not calibrated across kernels: an approximation).
+    ``model_dir`` defaults to the bundled random-split MSE tile model when there is one, else the
+    bundled rank model.
+    """
+
+    def __init__(self, tunable: Tunable, model_dir: str | os.PathLike | None = None, batched: bool = True):
+        super().__init__(tunable.space)
+        if tunable.kind != "tile":
+            raise ValueError(f"{tunable.spec} is a {tunable.kind}-space program; the tile model scores tile spaces")
+        if model_dir is None:
+            mse = tile_task.default_tile_model_dir("random", "mse")
+            model_dir = mse if mse.is_dir() else None
+        self.model, self.meta = tile_task.load_tile_model(model_dir)
+        self.scale = _tile_runtime_scale(self.meta)
+        self.tunable, self.batched = tunable, batched
+        self.tables: dict[str, np.ndarray] = {}
+        self.graphs: dict[str, Any] = {}
+
+    def _graph(self, name: str) -> Any:
+        if name not in self.graphs:
+            family, shape, dtype = self.tunable.kernels[name]
+            self.graphs[name] = tiles.kernel_graph(family, shape, dtype)
+        return self.graphs[name]
+
+    def _table(self, name: str) -> np.ndarray:
+        if name not in self.tables:
+            family, shape, dtype = self.tunable.kernels[name]
+            rows = np.stack([tiles.config_features(family, shape, dtype, c) for c in self.space.knobs[name]])
+            self.tables[name] = self.scale(tile_task.predict_scores(self.model, [self._graph(name)], [rows])[0])
+        return self.tables[name]
+
+    def _predict(self, config: Config) -> Evaluation:
+        t0 = time.perf_counter()
+        key = self.space.key(config)
+        total = 0.0
+        for (name, choices), i in zip(self.space.knobs.items(), key, strict=True):
+            if self.batched:
+                total += float(self._table(name)[i])
+            else:
+                family, shape, dtype = self.tunable.kernels[name]
+                row = tiles.config_features(family, shape, dtype, choices[i])[None]
+                total += float(self.scale(tile_task.predict_scores(self.model, [self._graph(name)], [row])[0])[0])
+        return Evaluation(total, time.perf_counter() - t0)

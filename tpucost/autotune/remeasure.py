@@ -1,0 +1,70 @@
+"""Re-measuring configurations, interleaved, in a fresh process: the figures autotuning reports.
+
+All configurations are compiled first, then run in ``rounds`` rounds, each once per round, so a
+drift of the machine's speed hits every configuration alike; in a new Python process
+(``python -m tpucost.autotune``, which inherits this process's CPU affinity) so that nothing of the
+search's process state (caches, allocator) favours one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from tpucost.autotune.tunable import load_tunable
+from tpucost.measure import compile_fn, wall_time_ns
+
+__all__ = ["remeasure", "remeasure_in_fresh_process", "main"]
+
+
+def remeasure(spec: str, space: str, configs: Sequence[Mapping[str, Any]], rounds: int = 10) -> list[float]:
+    """Minimum wall time (ns) of each configuration: all compiled first, then ``rounds`` rounds that
+    run each once in turn (so a drift of the machine's speed hits every configuration alike)."""
+    tunable = load_tunable(spec, space)
+    built = []
+    for config in configs:
+        fn, args = tunable.build(config)
+        compiled = compile_fn(fn, args, tunable.compiler_options(config))
+        jax.block_until_ready(compiled(*args))
+        built.append((compiled, args))
+    best = [math.inf] * len(built)
+    for _ in range(rounds):
+        for i, (compiled, args) in enumerate(built):
+            best[i] = min(best[i], wall_time_ns(compiled, *args, repeats=1)[0])
+    return [float(b) for b in best]
+
+
+def remeasure_in_fresh_process(spec: str, space: str, configs: Sequence[Mapping[str, Any]], rounds: int = 10,
+                               timeout_s: float = 900) -> dict[str, Any]:
+    """`remeasure` in a new Python process (``python -m tpucost.autotune``), which inherits this
+    process's CPU affinity (one core in the label mode). Returns ``{"runtime_ns", "pid", "seconds"}``."""
+    if not spec.startswith("example:"):
+        path, _, name = spec.rpartition(":")
+        spec = f"{Path(path).resolve()}:{name}"
+    payload = json.dumps({"spec": spec, "space": space, "configs": [dict(c) for c in configs], "rounds": rounds})
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "tpucost.autotune"], input=payload, capture_output=True, text=True,
+                          timeout=timeout_s, check=False)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"the fresh-process re-measurement failed (exit {proc.returncode}): {last}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["seconds"] = time.perf_counter() - t0
+    return result
+
+
+def main() -> None:
+    """The fresh process of `remeasure_in_fresh_process`: a request on stdin, one JSON line out."""
+    request = json.loads(sys.stdin.read())
+    runtimes = remeasure(request["spec"], request["space"], request["configs"], int(request["rounds"]))
+    print(json.dumps({"runtime_ns": runtimes, "pid": os.getpid(), "cores": len(os.sched_getaffinity(0))
+                      if hasattr(os, "sched_getaffinity") else None, "backend": jax.default_backend()}))

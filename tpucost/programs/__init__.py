@@ -1,0 +1,52 @@
+"""The program corpus: small JAX programs whose XLA kernels make up the kernel data set.
+
+* `tpucost.programs.blocks`: building blocks (dense, conv, norms, attention, ...), `Variant`, `Model`;
+* `tpucost.programs.families`: the hand-written families (``mlp``, ``cnn``, ..., :data:`FAMILIES`);
+* `tpucost.programs.corpus`: program ids, the three forms, configurations (`CONFIGURATIONS`),
+  `generate_programs`, `compile_program`, kernel signatures.
+
+The corpus's public names are importable from the package itself (``from tpucost.programs import
+generate_programs``); ``python -m tpucost.programs`` prints kernel counts per configuration.
+"""
+
+from tpucost.programs.blocks import Model, Variant
+from tpucost.programs.corpus import (
+    CONFIGURATIONS,
+    FORMS,
+    CompileConfig,
+    Program,
+    applicable_configurations,
+    buildable,
+    compile_option_configurations,
+    compile_program,
+    count_kernels,
+    generate_programs,
+    kernel_signatures,
+    loss_from_output,
+    make_program,
+    program_from_id,
+    survey,
+)
+from tpucost.programs.families import FAMILIES, FAMILY_GENERATORS
+
+__all__ = [
+    "Model",
+    "Variant",
+    "CONFIGURATIONS",
+    "FORMS",
+    "CompileConfig",
+    "Program",
+    "applicable_configurations",
+    "buildable",
+    "compile_option_configurations",
+    "compile_program",
+    "count_kernels",
+    "generate_programs",
+    "kernel_signatures",
+    "loss_from_output",
+    "make_program",
+    "program_from_id",
+    "survey",
+    "FAMILIES",
+    "FAMILY_GENERATORS",
+]

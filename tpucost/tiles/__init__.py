@@ -1,0 +1,65 @@
+"""The tile task's kernels: tileable Pallas kernel families and their problems.
+
+* `tpucost.tiles.families`: the families (:data:`TILE_FAMILIES`: matmul, bmm, softmax, layernorm,
+  reduce, attention, conv), each one kernel written once with its plan, body and reference;
+* `tpucost.tiles.problems`: a problem (family, shape, dtype) and its configurations: legal block
+  shapes, building and measuring them, cost arithmetic, config features, the kernel graph, and
+  sampling problem shapes.
+
+The public names of both are importable from the package (``from tpucost import tiles;
+tiles.legal_configs(...)``).
+"""
+
+from tpucost.tiles.families import TILE_FAMILIES, Block, TileFamily, TilePlan, family
+from tpucost.tiles.problems import (
+    CONFIG_FEATURE_NAMES,
+    LANE,
+    MAX_KEYS,
+    MIN_CONFIGS,
+    SUPPORTED_DTYPES,
+    VMEM_BUDGET_BYTES,
+    TileCost,
+    build,
+    check_config,
+    check_shape,
+    config_features,
+    interpret_mode,
+    kernel_graph,
+    legal_configs,
+    measure_configs,
+    parse_problem_shape,
+    plan,
+    reference,
+    sample_shapes,
+    tile_cost,
+    tpu_block_rule,
+)
+
+__all__ = [
+    "TILE_FAMILIES",
+    "Block",
+    "TileFamily",
+    "TilePlan",
+    "family",
+    "CONFIG_FEATURE_NAMES",
+    "LANE",
+    "MAX_KEYS",
+    "MIN_CONFIGS",
+    "SUPPORTED_DTYPES",
+    "VMEM_BUDGET_BYTES",
+    "TileCost",
+    "build",
+    "check_config",
+    "check_shape",
+    "config_features",
+    "interpret_mode",
+    "kernel_graph",
+    "legal_configs",
+    "measure_configs",
+    "parse_problem_shape",
+    "plan",
+    "reference",
+    "sample_shapes",
+    "tile_cost",
+    "tpu_block_rule",
+]
