@@ -31,8 +31,10 @@ from tpucost.costmodel import CostModel
 
 def _rate(counter: autotune.Counter) -> str:
     d = counter.to_dict()
-    return (f"{d['per_second']:10.2f} candidates/s ({d['candidates']} in {d['seconds']:.1f} s, "
-            f"{100 * d['compile_share']:.0f}% compiling)")
+    return (
+        f"{d['per_second']:10.2f} candidates/s ({d['candidates']} in {d['seconds']:.1f} s, "
+        f"{100 * d['compile_share']:.0f}% compiling)"
+    )
 
 
 def _configs(space: autotune.Space, n: int) -> list[dict]:
@@ -50,7 +52,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--program-candidates", type=int, default=8)
     parser.add_argument("--tile-candidates", type=int, default=2000)
-    parser.add_argument("--device-candidates", type=int, default=6, help="tile candidates measured on the device")
+    parser.add_argument(
+        "--device-candidates", type=int, default=6, help="tile candidates measured on the device"
+    )
     args = parser.parse_args()
     device.pin_to_one_core()
     print(f"backend {jax.default_backend()}; {device.describe(device.fingerprint())}")
@@ -68,9 +72,11 @@ def main() -> None:
         print(f"{program} (program space, {len(configs)} candidates)")
         print(f"  reference: device  {_rate(m)}")
         print(f"  kernel model       {_rate(p)}")
-        print(f"  ratio model / device: {(p.candidates / p.seconds) / (m.candidates / m.seconds):.2f}x; "
-              f"device time per candidate {m.seconds / m.candidates:.2f} s = compile "
-              f"{m.compile_seconds / m.candidates:.2f} s + runs {(m.seconds - m.compile_seconds) / m.candidates:.2f} s")
+        print(
+            f"  ratio model / device: {(p.candidates / p.seconds) / (m.candidates / m.seconds):.2f}x; "
+            f"device time per candidate {m.seconds / m.candidates:.2f} s = compile "
+            f"{m.compile_seconds / m.candidates:.2f} s + runs {(m.seconds - m.compile_seconds) / m.candidates:.2f} s"
+        )
     tunable = autotune.load_tunable("example:tiled_mlp", "tile")
     measurer = autotune.DeviceEvaluator(tunable)
     for c in _configs(tunable.space, args.device_candidates):
@@ -87,8 +93,10 @@ def main() -> None:
     print(f"  reference: device  {_rate(measurer.counter)}")
     for name, p in (("tile model, batched", batched), ("tile model, cold   ", cold)):
         rate = p.counter.candidates / p.counter.seconds
-        print(f"  {name} {rate:10.1f} candidates/s ({p.counter.candidates} in {p.counter.seconds:.2f} s): "
-              f"{rate / device_rate:.0f}x the device")
+        print(
+            f"  {name} {rate:10.1f} candidates/s ({p.counter.candidates} in {p.counter.seconds:.2f} s): "
+            f"{rate / device_rate:.0f}x the device"
+        )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 
 from tpucost import device
-from tpucost.data import collection
-from tpucost.data import kernel as kernel_data
+from tpucost.data import collection, kernel_collection
 
 
 def main() -> None:
@@ -38,10 +37,11 @@ def main() -> None:
     out = Path(args.out or tempfile.mkdtemp(prefix="collect_speed_"))
 
     t0 = time.perf_counter()
-    summary = kernel_data.collect(out, args.programs, 0, repeats=args.repeats, families=families,
-                              progress=False, do_finalize=False)
+    summary = kernel_collection.collect(
+        out, args.programs, 0, repeats=args.repeats, families=families, progress=False, do_finalize=False
+    )
     t1 = time.perf_counter()
-    ds = kernel_data.finalize(out)
+    ds = kernel_collection.finalize(out)
     t2 = time.perf_counter()
 
     ok = [e for e in collection.read_log(out) if e.get("status") == "ok"]
@@ -53,14 +53,22 @@ def main() -> None:
     collect_s = t1 - t0
     other_s = collect_s - compile_s - measure_s - featurize_s
     total = t2 - t0
-    print(f"{out}: {len(ok)} (program, configuration) pairs, {summary['errors']} errors, "
-          f"{summary['kernels']} kernels measured, {len(ds)} after dedup")
-    print(f"kernels measured per second: {summary['kernels'] / collect_s:.1f} "
-          f"(collect {collect_s:.1f} s + finalize {t2 - t1:.2f} s)")
-    rows = [("running kernels", kernel_s), ("compiling", compile_s),
-            ("measure overhead (profiler, trace parsing)", measure_s - kernel_s),
-            ("decompose + featurize", featurize_s), ("other (build programs, write parts)", other_s),
-            ("finalize (dedup + shards)", t2 - t1)]
+    print(
+        f"{out}: {len(ok)} (program, configuration) pairs, {summary['errors']} errors, "
+        f"{summary['kernels']} kernels measured, {len(ds)} after dedup"
+    )
+    print(
+        f"kernels measured per second: {summary['kernels'] / collect_s:.1f} "
+        f"(collect {collect_s:.1f} s + finalize {t2 - t1:.2f} s)"
+    )
+    rows = [
+        ("running kernels", kernel_s),
+        ("compiling", compile_s),
+        ("measure overhead (profiler, trace parsing)", measure_s - kernel_s),
+        ("decompose + featurize", featurize_s),
+        ("other (build programs, write parts)", other_s),
+        ("finalize (dedup + shards)", t2 - t1),
+    ]
     for name, seconds in rows:
         print(f"  {name:<45} {seconds:7.2f} s  {100 * seconds / total:5.1f} %")
 

@@ -22,7 +22,7 @@ import jax
 
 from tpucost import costmodel, device
 from tpucost.data import kernel as kernel_data
-from tpucost.data.kernel import measure_program
+from tpucost.data.kernel_collection import measure_program
 from tpucost.programs import generate_programs
 from tpucost.tasks import kernel
 
@@ -59,12 +59,16 @@ def main() -> None:
     ds = kernel_data.load_kernel_dataset()
     graphs = [ds.graph(i) for i in range(min(args.kernels, len(ds)))]
     measured, n_measured = measured_per_second(args.programs)
-    print(f"backend {jax.default_backend()}; reference: measuring {n_measured} kernels of {args.programs} "
-          f"programs on the device (compile + profile + label): {measured:,.0f} kernels/s")
+    print(
+        f"backend {jax.default_backend()}; reference: measuring {n_measured} kernels of {args.programs} "
+        f"programs on the device (compile + profile + label): {measured:,.0f} kernels/s"
+    )
     for method in kernel.METHODS:
         model = costmodel.CostModel.load(args.model, method)
         rate = predicted_per_second(model, graphs)
-        print(f"{method:<10} predicts {rate:>10,.0f} kernels/s on CPU = {rate / measured:,.0f}x measuring them")
+        print(
+            f"{method:<10} predicts {rate:>10,.0f} kernels/s on CPU = {rate / measured:,.0f}x measuring them"
+        )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,11 @@ def default_texts() -> list[tuple[str, str]]:
     texts = []
     manifest = CORPUS / "MANIFEST.tsv"
     if manifest.exists():
-        rows = [r for r in csv.DictReader(manifest.open(), delimiter="\t")
-                if r["expected"] == "valid" and r["jaxlib_0.10.2_parse"] == "ok" and r["modules"] == "1"]
+        rows = [
+            r
+            for r in csv.DictReader(manifest.open(), delimiter="\t")
+            if r["expected"] == "valid" and r["jaxlib_0.10.2_parse"] == "ok" and r["modules"] == "1"
+        ]
         rows.sort(key=lambda r: -int(r["bytes"]))
         texts += [(r["file"][:60], (CORPUS / r["file"]).read_text()) for r in rows[:10]]
     texts.append(("compiled flax mlp+conv", _compiled_text()))
@@ -72,12 +75,18 @@ def main() -> None:
         total_bytes += size
         ours_s += ours
         xla_s += ref
-        print(f"{label:<62} {size / 1e3:>7.0f} {size / ours / 1e6:>12.2f} {size / ref / 1e6:>9.2f} {ref / ours:>7.3f}")
-    print(f"{'TOTAL':<62} {total_bytes / 1e3:>7.0f} {total_bytes / ours_s / 1e6:>12.2f} "
-          f"{total_bytes / xla_s / 1e6:>9.2f} {xla_s / ours_s:>7.3f}")
-    print(f"tpucost parses at {xla_s / ours_s:.3f}x the speed of XLA's C++ parser (reference: "
-          "jaxlib._hlo.hlo_module_from_text, same files, same run, best of "
-          f"{args.repeats}).")
+        print(
+            f"{label:<62} {size / 1e3:>7.0f} {size / ours / 1e6:>12.2f} {size / ref / 1e6:>9.2f} {ref / ours:>7.3f}"
+        )
+    print(
+        f"{'TOTAL':<62} {total_bytes / 1e3:>7.0f} {total_bytes / ours_s / 1e6:>12.2f} "
+        f"{total_bytes / xla_s / 1e6:>9.2f} {xla_s / ours_s:>7.3f}"
+    )
+    print(
+        f"tpucost parses at {xla_s / ours_s:.3f}x the speed of XLA's C++ parser (reference: "
+        "jaxlib._hlo.hlo_module_from_text, same files, same run, best of "
+        f"{args.repeats})."
+    )
 
 
 if __name__ == "__main__":

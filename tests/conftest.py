@@ -24,7 +24,10 @@ import pytest
 from tpucost import features
 from tpucost.hlo import split_modules
 
-CORPUS = Path(os.environ.get("TPUCOST_HLO_CORPUS") or Path(__file__).resolve().parents[1].parent / "shared" / "hlo-corpus")
+CORPUS = Path(
+    os.environ.get("TPUCOST_HLO_CORPUS")
+    or Path(__file__).resolve().parents[1].parent / "shared" / "hlo-corpus"
+)
 
 
 def corpus_rows() -> list[dict[str, str]]:
@@ -127,7 +130,9 @@ def pytest_terminal_summary(terminalreporter) -> None:
         )
 
 
-def rand_graph(rng: np.random.Generator, n: int, max_opcode: int = len(features.OPCODE_VOCAB)) -> features.KernelGraph:
+def rand_graph(
+    rng: np.random.Generator, n: int, max_opcode: int = len(features.OPCODE_VOCAB)
+) -> features.KernelGraph:
     """A random kernel graph: a DAG in topological order (each node consumes up to 2 earlier ones)."""
     senders, receivers = [], []
     for i in range(1, n):

@@ -36,7 +36,9 @@ def foreign_programs() -> list:
         return jax.nn.log_softmax(jax.nn.gelu(x @ w1) @ w2)
 
     def conv(img, filt):
-        y = jax.lax.conv_general_dilated(img, filt, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        y = jax.lax.conv_general_dilated(
+            img, filt, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        )
         return jax.nn.relu(y).mean(axis=(1, 2))
 
     def attention(s):
@@ -46,8 +48,13 @@ def foreign_programs() -> list:
     def elementwise(x):
         return jnp.tanh(jnp.exp(-x * x) + jnp.cos(x)).cumsum(axis=1)
 
-    return [(mlp, (x, w1, w2)), (conv, (img, filt)), (attention, (seq,)), (elementwise, (x,)),
-            (jax.grad(lambda w1, x, w2: mlp(x, w1, w2).sum()), (w1, x, w2))]
+    return [
+        (mlp, (x, w1, w2)),
+        (conv, (img, filt)),
+        (attention, (seq,)),
+        (elementwise, (x,)),
+        (jax.grad(lambda w1, x, w2: mlp(x, w1, w2).sum()), (w1, x, w2)),
+    ]
 
 
 def kernel_errors(model: costmodel.CostModel, programs: list) -> np.ndarray:
@@ -65,15 +72,31 @@ def kernel_errors(model: costmodel.CostModel, programs: list) -> np.ndarray:
 def main() -> None:
     bundled = costmodel.CostModel.load(method="gnn", calibrated=False)
     faster = device.fingerprint() | {"cpu_model": "A 3x Faster CPU"}
-    model = costmodel.CostModel("gnn", lambda graphs: bundled.predict(graphs) / 3.0, bundled.meta,
-                                "simulated-" + bundled.key, faster, bundled.trained_dispatch_ns)
+    model = costmodel.CostModel(
+        "gnn",
+        lambda graphs: bundled.predict(graphs) / 3.0,
+        bundled.meta,
+        "simulated-" + bundled.key,
+        faster,
+        bundled.trained_dispatch_ns,
+    )
     programs = foreign_programs()
     before = kernel_errors(model, programs)
     report = model.calibrate(n_programs=13, repeats=5, progress=False)
     after = kernel_errors(model, programs)
-    print(json.dumps({"kernels": len(after), "before": float(np.median(before)), "after": float(np.median(after)),
-                      "calibration_before": report["median_ape_before"], "calibration_after": report["median_ape_after"],
-                      "mode": report["mode"], "global_offset": report["correction"]["global_offset"]}))
+    print(
+        json.dumps(
+            {
+                "kernels": len(after),
+                "before": float(np.median(before)),
+                "after": float(np.median(after)),
+                "calibration_before": report["median_ape_before"],
+                "calibration_after": report["median_ape_after"],
+                "mode": report["mode"],
+                "global_offset": report["correction"]["global_offset"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

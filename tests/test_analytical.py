@@ -158,7 +158,9 @@ def synthetic():
     """Kernel graphs of two kinds (kLoop fusions of exp, mul, add; lone dots) of several sizes."""
     graphs = []
     for n in (100, 1000, 10_000, 100_000):
-        graphs += graphs_of(lambda x: jnp.exp(x) * 2.0 + 1.0, jnp.ones((n,)))  # one op alone is no fusion in jaxlib 0.7
+        graphs += graphs_of(
+            lambda x: jnp.exp(x) * 2.0 + 1.0, jnp.ones((n,))
+        )  # one op alone is no fusion in jaxlib 0.7
     for m in (8, 32, 128):
         graphs += graphs_of(
             lambda a, b: a @ b, jnp.ones((m, 64)), jnp.ones((64, m)), options=NO_LIBRARY_FUSION
@@ -193,16 +195,26 @@ def test_model_uses_only_the_training_data(synthetic, tmp_path, monkeypatch):
     # kernels 0-3 are exps, 4-6 dots; 3, 5, 6 run in held-out (test) families. One train dot against
     # two test dots: a fit that saw the test labels would take its dot median from them.
     family = ["mlp", "mlp", "mlp", "unet", "mlp", "gru", "nerf_mlp"]
-    meta = {"form": "forward", "configuration": "default", "backend": "cpu", "device_kind": "cpu", "jax_version": "0"}
+    meta = {
+        "form": "forward",
+        "configuration": "default",
+        "backend": "cpu",
+        "device_kind": "cpu",
+        "jax_version": "0",
+    }
     test = [3, 5, 6]
     y_garbage = y.copy()
     y_garbage[test] *= 1000.0
     fitted = []
     for name, labels in (("clean", y), ("garbage", y_garbage)):
-        ds = kernel_data.concat([
-            kernel_data.from_graphs([g], [labels[i]], [1], {**meta, "program_id": f"{family[i]}-{i}", "family": family[i]})
-            for i, g in enumerate(synthetic)
-        ])
+        ds = kernel_data.concat(
+            [
+                kernel_data.from_graphs(
+                    [g], [labels[i]], [1], {**meta, "program_id": f"{family[i]}-{i}", "family": family[i]}
+                )
+                for i, g in enumerate(synthetic)
+            ]
+        )
         assert kernel_data.split(ds, "hard").test.tolist() == test
         kernel.run_experiment(ds, "hard", tmp_path / name, methods=("analytical",), progress=False)
         model = AnalyticalModel.from_json((tmp_path / name / "analytical.json").read_text())
@@ -223,14 +235,18 @@ def test_model_fit_kinds_and_predict_before_fit(synthetic):
 def test_tile_roofline_by_hand():
     from tpucost import analytical, tiles
 
-    rl = analytical.DeviceRoofline(peak_flops=1e12, peak_transcendentals=1e11, bandwidth_bytes_per_s=1e10,
-                                   launch_overhead_ns=5_000.0)
+    rl = analytical.DeviceRoofline(
+        peak_flops=1e12, peak_transcendentals=1e11, bandwidth_bytes_per_s=1e10, launch_overhead_ns=5_000.0
+    )
     cost = tiles.tile_cost("matmul", (256, 256, 256), "float32", {"bm": 128, "bn": 128, "bk": 128})
     step_ns = 1_000.0
-    per_step = step_ns + 1e9 * max(cost.flops_per_step / 1e12,
-                                   (cost.bytes_in_per_step + cost.bytes_out_per_step) / 1e10)
+    per_step = step_ns + 1e9 * max(
+        cost.flops_per_step / 1e12, (cost.bytes_in_per_step + cost.bytes_out_per_step) / 1e10
+    )
     big = 10 * cost.working_set_bytes
-    assert analytical.tile_roofline_ns(cost, rl, step_ns, big) == pytest.approx(5_000.0 + cost.steps * per_step)
+    assert analytical.tile_roofline_ns(cost, rl, step_ns, big) == pytest.approx(
+        5_000.0 + cost.steps * per_step
+    )
     spilled = analytical.tile_roofline_ns(cost, rl, step_ns, cost.working_set_bytes // 2)
     assert spilled > analytical.tile_roofline_ns(cost, rl, step_ns, big)  # the working set spills: slower
 

@@ -62,15 +62,21 @@ def test_space_keys_defaults_and_neighbours():
 def test_simulated_annealing_finds_the_optimum_of_a_synthetic_cost(seed):
     space = _space()
     for start in (space.default, space.random(np.random.default_rng(seed + 10))):
-        order = autotune.run_search(space, Synthetic(), "anneal", start, np.random.default_rng(seed), max_candidates=300)
+        order = autotune.run_search(
+            space, Synthetic(), "anneal", start, np.random.default_rng(seed), max_candidates=300
+        )
         assert min(ev.cost_ns for _, ev in order) == 1.0
         assert len({space.key(c) for c, _ in order}) == len(order)  # no candidate evaluated twice
 
 
 def test_random_search_covers_a_small_space_without_repeats():
     space = _space(choices=3, knobs=3)
-    order = autotune.run_search(space, Synthetic(), "random", space.default, np.random.default_rng(0), max_candidates=100)
-    assert len(order) == 27 and order[0][0] == space.default  # exhausted: every configuration once, start first
+    order = autotune.run_search(
+        space, Synthetic(), "random", space.default, np.random.default_rng(0), max_candidates=100
+    )
+    assert (
+        len(order) == 27 and order[0][0] == space.default
+    )  # exhausted: every configuration once, start first
     assert min(ev.cost_ns for _, ev in order) == min(_cost(space.config(k)) for k in space.all_keys())
 
 
@@ -88,7 +94,9 @@ def test_a_strategy_plugs_in_through_the_protocol():
             pass
 
     space = _space(choices=2, knobs=3)
-    order = autotune.run_search(space, Synthetic(), Sweep, space.default, np.random.default_rng(0), max_candidates=99)
+    order = autotune.run_search(
+        space, Synthetic(), Sweep, space.default, np.random.default_rng(0), max_candidates=99
+    )
     assert len(order) == 8
 
 
@@ -97,12 +105,22 @@ def test_the_device_budget_is_respected(strategy):
     space = _space()
     seconds = lambda c: 0.2 + 0.1 * c["k0"]  # noqa: E731  (0.2 .. 0.7 s per candidate)
     budget = 5.0
-    run = autotune.device_only_search(space, Synthetic(seconds=seconds), space.default, budget, strategy, seed=1)
+    run = autotune.device_only_search(
+        space, Synthetic(seconds=seconds), space.default, budget, strategy, seed=1
+    )
     longest = 0.7
     assert budget <= run.device_seconds <= budget + longest
     assert run.device_seconds == pytest.approx(sum(seconds(c) for c, _, _ in run.measured))
-    run = autotune.model_guided_search(space, Synthetic(uses_device=False), Synthetic(seconds=seconds), space.default,
-                                       budget, n_candidates=200, strategy=strategy, seed=1)
+    run = autotune.model_guided_search(
+        space,
+        Synthetic(uses_device=False),
+        Synthetic(seconds=seconds),
+        space.default,
+        budget,
+        n_candidates=200,
+        strategy=strategy,
+        seed=1,
+    )
     assert budget <= run.device_seconds <= budget + longest
     assert run.search_seconds > 0 and len(run.predicted) == 200
 
@@ -111,9 +129,13 @@ def test_model_guided_measures_only_the_top_predicted_candidates():
     space = _space()
     rng = np.random.default_rng(0)
     noise = {space.key(space.config(k)): float(rng.uniform(0, 3)) for k in space.all_keys()}
-    predictor = Synthetic(cost=lambda c: _cost(c) + noise[space.key(c)], uses_device=False)  # an imperfect model
+    predictor = Synthetic(
+        cost=lambda c: _cost(c) + noise[space.key(c)], uses_device=False
+    )  # an imperfect model
     measurer = Synthetic()
-    run = autotune.model_guided_search(space, predictor, measurer, space.default, budget_s=2.0, n_candidates=150, seed=3)
+    run = autotune.model_guided_search(
+        space, predictor, measurer, space.default, budget_s=2.0, n_candidates=150, seed=3
+    )
     ranked = [c for c, _ in sorted(run.predicted, key=lambda p: p[1])]
     assert len(run.predicted) == 150 and len(run.measured) == 8  # 2.0 s at 0.25 s each
     assert measurer.calls == ranked[:8]  # exactly the best-predicted ones, best first
@@ -166,7 +188,9 @@ def test_program_evaluators_on_a_built_in_example():
 
 def test_tile_predictor_scores_without_compiling():
     if not tile_task.default_tile_model_dir().is_dir():
-        pytest.fail(f"the bundled tile model is part of the package: {tile_task.default_tile_model_dir()} is missing")
+        pytest.fail(
+            f"the bundled tile model is part of the package: {tile_task.default_tile_model_dir()} is missing"
+        )
     t = autotune.load_tunable("example:tiled_mlp", "tile")
     predictor = autotune.TilePredictor(t)
     rng = np.random.default_rng(0)
@@ -178,7 +202,7 @@ def test_tile_predictor_scores_without_compiling():
     assert cold(configs[0]).cost_ns == pytest.approx(costs[0], rel=1e-4)
 
 
-TINY = '''
+TINY = """
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -191,23 +215,52 @@ def tiny(config):
 
 
 tiny.space = {"act": ["tanh", "relu"]}
-'''
+"""
 
-ENTRY_KEYS = {"best_config", "best_measured_ns", "speedup_vs_default", "device_seconds", "candidates_measured",
-              "candidates_predicted"}
+ENTRY_KEYS = {
+    "best_config",
+    "best_measured_ns",
+    "speedup_vs_default",
+    "device_seconds",
+    "candidates_measured",
+    "candidates_predicted",
+}
 
 
 def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "tpucost", "autotune", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "tpucost", "autotune", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.mark.timeout(300)
 def test_cli_json_on_a_tiny_program_with_a_fresh_process_remeasurement(tmp_path):
     (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
-    proc = _run_cli("--space", "program", "--program", "tiny.py:tiny", "--budget-seconds", "0.3", "--seeds", "1",
-                    "--candidates", "4", "--repeats", "2", "--workdir", "work", "--json", cwd=tmp_path)
+    proc = _run_cli(
+        "--space",
+        "program",
+        "--program",
+        "tiny.py:tiny",
+        "--budget-seconds",
+        "0.3",
+        "--seeds",
+        "1",
+        "--candidates",
+        "4",
+        "--repeats",
+        "2",
+        "--workdir",
+        "work",
+        "--json",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert len((tmp_path / "work" / autotune.JOURNAL_NAME).read_text().splitlines()) == 1 + 4  # resumable
     report = json.loads(proc.stdout)
@@ -219,7 +272,9 @@ def test_cli_json_on_a_tiny_program_with_a_fresh_process_remeasurement(tmp_path)
         for entry in starts.values():
             assert ENTRY_KEYS <= set(entry)
             assert set(entry["best_config"]) == {"act", "xla"}
-            assert entry["speedup_vs_default"] == pytest.approx(report["default_ns"] / entry["best_measured_ns"])
+            assert entry["speedup_vs_default"] == pytest.approx(
+                report["default_ns"] / entry["best_measured_ns"]
+            )
             assert entry["candidates_measured"] >= 1
             assert (entry["candidates_predicted"] == 4) == (strategy == "model_guided")
             assert entry["candidates_predicted"] in (0, 4)
@@ -230,14 +285,21 @@ def test_cli_json_on_a_tiny_program_with_a_fresh_process_remeasurement(tmp_path)
 def test_cli_bad_program_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "broken.py").write_text("raise ImportError('no such thing')\n")
     (tmp_path / "plain.py").write_text("x = 1\n")
-    for spec, expected in ((str(tmp_path / "nosuch.py:f"), "no such file"), ("example:nope", "no built-in example"),
-                           ("justaname", "expected FILE.py:NAME"), (str(tmp_path / "broken.py:f"), "importing"),
-                           (str(tmp_path / "plain.py:f"), "defines no 'f'"), (str(tmp_path / "plain.py:x"), "not callable")):
+    for spec, expected in (
+        (str(tmp_path / "nosuch.py:f"), "no such file"),
+        ("example:nope", "no built-in example"),
+        ("justaname", "expected FILE.py:NAME"),
+        (str(tmp_path / "broken.py:f"), "importing"),
+        (str(tmp_path / "plain.py:f"), "defines no 'f'"),
+        (str(tmp_path / "plain.py:x"), "not callable"),
+    ):
         code = cli.main(["autotune", "--program", spec, "--budget-seconds", "1", "--all-cores"])
         err = capsys.readouterr().err
         assert code == 2, spec
         assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and expected in err, err
-    code = cli.main(["autotune", "--space", "tile", "--program", "example:mixer", "--budget-seconds", "1", "--all-cores"])
+    code = cli.main(
+        ["autotune", "--space", "tile", "--program", "example:mixer", "--budget-seconds", "1", "--all-cores"]
+    )
     assert code == 2 and "NAME.kernels" in capsys.readouterr().err
 
 
@@ -252,7 +314,9 @@ def test_nb05_solutions_run(tmp_path, capsys):
     from tpucost.solutions import nb05
 
     answer = nb05.exercise_1()
-    assert answer["size"] == 4**4 * len(programs.compile_option_configurations()) and answer["knobs"]["xla"] >= 1
+    assert (
+        answer["size"] == 4**4 * len(programs.compile_option_configurations()) and answer["knobs"]["xla"] >= 1
+    )
     (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
     table = nb05.exercise_2(program=f"{tmp_path}/tiny.py:tiny", budget_s=0.3, seeds=(0,), n_candidates=3)
     assert set(table["search"]) == {"anneal", "random"} and (table["speedup_vs_default"] > 0).all()
@@ -268,13 +332,29 @@ def test_nb05_solutions_run(tmp_path, capsys):
 
 def _report(program: str = "example:x", gains=(0.1, -0.05), noise: float | None = 0.02) -> dict:
     """A small report of the shape `autotune` writes (two seeds)."""
-    entry = {"best_config": {"k": 1}, "best_measured_ns": 9.0, "speedup_vs_default": 1.1,
-             "speedup_spread": {"mean": 1.1, "min": 1.0, "max": 1.2, "std": 0.1}, "device_seconds": 5.0,
-             "candidates_measured": 3.0, "candidates_predicted": 0.0}
-    report = {"program": program, "space": "program", "default_ns": 10.0, "seeds": [0, 1], "budget_seconds": 5.0,
-              "strategies": {s: {st: dict(entry) for st in autotune.STARTS} for s in ("device_only", "model_guided")},
-              "model_guided_faster_than_device_only": {
-                  st: {"mean": float(np.mean(gains)), "min": min(gains), "max": max(gains)} for st in autotune.STARTS}}
+    entry = {
+        "best_config": {"k": 1},
+        "best_measured_ns": 9.0,
+        "speedup_vs_default": 1.1,
+        "speedup_spread": {"mean": 1.1, "min": 1.0, "max": 1.2, "std": 0.1},
+        "device_seconds": 5.0,
+        "candidates_measured": 3.0,
+        "candidates_predicted": 0.0,
+    }
+    report = {
+        "program": program,
+        "space": "program",
+        "default_ns": 10.0,
+        "seeds": [0, 1],
+        "budget_seconds": 5.0,
+        "strategies": {
+            s: {st: dict(entry) for st in autotune.STARTS} for s in ("device_only", "model_guided")
+        },
+        "model_guided_faster_than_device_only": {
+            st: {"mean": float(np.mean(gains)), "min": min(gains), "max": max(gains)}
+            for st in autotune.STARTS
+        },
+    }
     if noise is not None:
         report["noise"] = {"spread": noise}
     return report
@@ -287,7 +367,9 @@ def test_report_and_comparison_tables():
     assert list(comparison["program"]) == ["a", "a", "b", "b"]
     assert comparison["model vs device-only %"].iloc[0] == pytest.approx(2.5)
     assert list(comparison["paper %"][:2]) == [2.0, 8.0]
-    assert comparison["noise floor %"].iloc[0] == pytest.approx(2.0) and np.isnan(comparison["noise floor %"].iloc[2])
+    assert comparison["noise floor %"].iloc[0] == pytest.approx(2.0) and np.isnan(
+        comparison["noise floor %"].iloc[2]
+    )
 
 
 def test_bundled_reports_errors_name_the_file(tmp_path):
@@ -312,8 +394,9 @@ def test_speedup_panels_share_their_y_axis_within_a_space():
     left, right, third = fig.axes
     assert left.get_shared_y_axes().joined(left, right)
     assert not left.get_shared_y_axes().joined(left, third)
-    assert "a (program), 2 seeds" in left.get_title() and any("noise floor" in t.get_text()
-                                                                for t in left.get_legend().get_texts())
+    assert "a (program), 2 seeds" in left.get_title() and any(
+        "noise floor" in t.get_text() for t in left.get_legend().get_texts()
+    )
 
 
 def test_the_bundled_experiments_are_the_readmes():
@@ -338,8 +421,9 @@ def test_measurement_noise_and_compare_predicted_and_measured(tmp_path):
     from tpucost.costmodel import CostModel
 
     t = autotune.load_tunable(spec)
-    table = autotune.compare_predicted_and_measured(t, [t.space.default, {"act": "relu", "xla": "default"}],
-                                                    CostModel.load(calibrated=False), repeats=2)
+    table = autotune.compare_predicted_and_measured(
+        t, [t.space.default, {"act": "relu", "xla": "default"}], CostModel.load(calibrated=False), repeats=2
+    )
     assert list(table["act"]) == ["tanh", "relu"] and table["measured / first"].iloc[0] == 1.0
     assert (table["predicted ms"] > 0).all() and (table["measured ms"] > 0).all()
 
@@ -360,8 +444,18 @@ def test_progress_is_drawn_in_measured_milliseconds():
 
 
 def _tiny_autotune(spec: str, workdir: Path, **kw):
-    return autotune.autotune(spec, "program", 0.2, seeds=(0,), n_candidates=2, repeats=1, fresh_rounds=1,
-                             fresh_process=False, workdir=workdir, **kw)
+    return autotune.autotune(
+        spec,
+        "program",
+        0.2,
+        seeds=(0,),
+        n_candidates=2,
+        repeats=1,
+        fresh_rounds=1,
+        fresh_process=False,
+        workdir=workdir,
+        **kw,
+    )
 
 
 @pytest.mark.timeout(300)
@@ -390,9 +484,12 @@ def test_a_killed_autotune_resumes_from_its_journal(tmp_path, monkeypatch):
     assert len(journal.read_text().splitlines()) == 5
     # Device accounting counts the resumed searches too.
     assert second.report["rates"]["device"]["candidates"] >= sum(len(r.measured) for r in second.runs[:2])
-    with pytest.raises(ValueError, match=r"autotune-runs\.jsonl: written for another experiment \(budget_seconds"):
-        autotune.autotune(spec, "program", 0.5, seeds=(0,), n_candidates=2, repeats=1, fresh_process=False,
-                          workdir=workdir)
+    with pytest.raises(
+        ValueError, match=r"autotune-runs\.jsonl: written for another experiment \(budget_seconds"
+    ):
+        autotune.autotune(
+            spec, "program", 0.5, seeds=(0,), n_candidates=2, repeats=1, fresh_process=False, workdir=workdir
+        )
     journal.write_text("not json\n")
     with pytest.raises(ValueError, match=r"autotune-runs\.jsonl: line 1, column 1"):
         _tiny_autotune(spec, workdir)

@@ -12,6 +12,7 @@ from conftest import pretend_another_machine
 
 from tpucost import calibration, cli, costmodel, device, train
 from tpucost.data import kernel as kernel_data
+from tpucost.data import kernel_collection
 from tpucost.tasks import kernel
 
 
@@ -22,7 +23,9 @@ def test_fit_correction_recovers_per_kind_scales_and_falls_back_for_rare_kinds()
     scale = {"kLoop": 2.0, "dot": 0.5, "copy": 8.0}
     measured = predicted * np.array([scale[k] for k in kinds])
     corr = calibration.fit_correction(predicted, measured, kinds)
-    assert corr.offsets["kLoop"] == pytest.approx(np.log(2.0)) and corr.offsets["dot"] == pytest.approx(np.log(0.5))
+    assert corr.offsets["kLoop"] == pytest.approx(np.log(2.0)) and corr.offsets["dot"] == pytest.approx(
+        np.log(0.5)
+    )
     assert "copy" not in corr.offsets and corr.counts["copy"] == 3  # too few for an offset of its own
     assert corr.global_offset == pytest.approx(np.log(2.0))  # the median over all kernels
     np.testing.assert_allclose(corr.apply(predicted[:50], kinds[:50]), measured[:50])
@@ -45,15 +48,25 @@ def test_cross_fitted_errors_never_score_a_half_with_its_own_offsets():
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("cal")
-    kernel_data.collect(out / "data", 6, 0, repeats=2, configurations=("default",), families=("mlp", "norm_softmax"),
-                    progress=False)
+    kernel_collection.collect(
+        out / "data",
+        6,
+        0,
+        repeats=2,
+        configurations=("default",),
+        families=("mlp", "norm_softmax"),
+        progress=False,
+    )
     ds = kernel_data.load_kernel_dataset(out / "data")
-    kernel.run_experiment(ds, "random", out / "model", train.TrainConfig.smoke(), methods=("gnn", "analytical"),
-                                  progress=False)
+    kernel.run_experiment(
+        ds, "random", out / "model", train.TrainConfig.smoke(), methods=("gnn", "analytical"), progress=False
+    )
     return out / "model", ds
 
 
-def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrated(tiny_model, monkeypatch, tmp_path):
+def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrated(
+    tiny_model, monkeypatch, tmp_path
+):
     model_dir, ds = tiny_model
     monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
     here = costmodel.CostModel.load(model_dir, "gnn")
@@ -65,7 +78,9 @@ def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrate
     with pytest.warns(UserWarning, match="predictions are for the other setting") as caught:
         raw = costmodel.CostModel.load(model_dir, "gnn")
         costmodel.CostModel.load(model_dir, "gnn")  # said once
-    assert len(caught) == 1 and "\n" not in str(caught[0].message) and "A Slower CPU" in str(caught[0].message)
+    assert (
+        len(caught) == 1 and "\n" not in str(caught[0].message) and "A Slower CPU" in str(caught[0].message)
+    )
 
     report = raw.calibrate(n_programs=3, repeats=2, progress=False)
     assert report["device"]["id"] == other["id"] and report["kernels"] > 0
@@ -76,8 +91,10 @@ def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrate
         corrected = costmodel.CostModel.load(model_dir, "gnn")
     assert corrected.correction == calibration.Correction.from_dict(report["correction"])
     uncorrected = costmodel.CostModel.load(model_dir, "gnn", calibrated=False)
-    np.testing.assert_allclose(corrected.predict(graphs),
-                               corrected.correction.apply(uncorrected.predict(graphs), [g.kind for g in graphs]))
+    np.testing.assert_allclose(
+        corrected.predict(graphs),
+        corrected.correction.apply(uncorrected.predict(graphs), [g.kind for g in graphs]),
+    )
 
 
 def test_calibrate_command_needs_the_label_mode_before_jax_starts(tiny_model, capsys):
@@ -112,7 +129,10 @@ def test_another_compiler_warns_until_calibrated_under_it(tiny_model, monkeypatc
     with pytest.warns(UserWarning, match="compiled by jaxlib") as caught:
         costmodel.CostModel.load(model_dir, "gnn")
     (message,) = [str(w.message) for w in caught]
-    assert f"jaxlib {real['jaxlib']}; this is jaxlib 0.1.0" in message and "learned runtimes measured on" not in message
+    assert (
+        f"jaxlib {real['jaxlib']}; this is jaxlib 0.1.0" in message
+        and "learned runtimes measured on" not in message
+    )
     device._warned.clear()
     monkeypatch.setattr(device, "fingerprint", lambda: dict(real))
     with warnings.catch_warnings():
@@ -122,12 +142,17 @@ def test_another_compiler_warns_until_calibrated_under_it(tiny_model, monkeypatc
 
 def test_fit_correction_measures_the_dispatch_overhead_of_the_calibration_runs():
     kinds = ["kLoop"] * 10
-    pairs = [{"wall_ns": 1000.0, "kernel_ns_per_run": 800.0, "kernels": 4},
-             {"wall_ns": 2000.0, "kernel_ns_per_run": 1700.0, "kernels": 10}]
+    pairs = [
+        {"wall_ns": 1000.0, "kernel_ns_per_run": 800.0, "kernels": 4},
+        {"wall_ns": 2000.0, "kernel_ns_per_run": 1700.0, "kernels": 10},
+    ]
     corr = calibration.fit_correction(np.full(10, 100.0), np.full(10, 200.0), kinds, pairs=pairs)
     assert corr.dispatch_ns_per_kernel == pytest.approx(np.median([50.0, 30.0]))
     assert calibration.Correction.from_dict(json.loads(json.dumps(corr.to_dict()))) == corr
-    assert calibration.fit_correction(np.full(10, 100.0), np.full(10, 200.0), kinds).dispatch_ns_per_kernel is None
+    assert (
+        calibration.fit_correction(np.full(10, 100.0), np.full(10, 200.0), kinds).dispatch_ns_per_kernel
+        is None
+    )
 
 
 #: Median APE (%) the calibrated bundled GNN must reach on the foreign programs. Issue 8 asks for 25;
@@ -145,13 +170,20 @@ def test_calibration_corrects_the_bundled_model_on_another_device(tmp_path):
     from pathlib import Path
 
     script = Path(__file__).with_name("foreign_calibration.py")
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "TPUCOST_CACHE_DIR": str(tmp_path)})
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TPUCOST_CACHE_DIR": str(tmp_path)},
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     r = json.loads(run.stdout.strip().splitlines()[-1])
-    print(f"foreign programs: {r['kernels']} kernels, median APE {r['before']:.1f}% before calibration, "
-          f"{r['after']:.1f}% after (calibration set: {r['calibration_before']:.1f}% -> "
-          f"{r['calibration_after']:.1f}%, correction {r['mode']}, global offset {r['global_offset']:.2f})")
+    print(
+        f"foreign programs: {r['kernels']} kernels, median APE {r['before']:.1f}% before calibration, "
+        f"{r['after']:.1f}% after (calibration set: {r['calibration_before']:.1f}% -> "
+        f"{r['calibration_after']:.1f}%, correction {r['mode']}, global offset {r['global_offset']:.2f})"
+    )
     assert r["kernels"] >= 15 and r["mode"] != "none"
     assert r["after"] < r["before"]  # here: 80% -> 36% (a third of the runtime is 67% off on its own)
     assert r["after"] <= FOREIGN_MEDIAN_APE_LIMIT
@@ -173,7 +205,9 @@ def test_choose_correction_corrects_only_where_it_helps():
     # The same device 3x slower than the model thinks: a correction must win and remove most of it.
     correction, report = calibration.choose_correction(predicted / 3.0, cal)
     assert report["mode"] != "none" and correction.global_offset == pytest.approx(np.log(3.0), abs=0.3)
-    assert report["median_ape_after"] < 40.0 < report["median_ape_before"]  # what is left: the +-30% per program
+    assert (
+        report["median_ape_after"] < 40.0 < report["median_ape_before"]
+    )  # what is left: the +-30% per program
 
 
 def test_readme_compiler_table_is_the_bundled_calibrations():
@@ -191,6 +225,8 @@ def test_readme_compiler_table_is_the_bundled_calibrations():
         for jaxlib, r in rows.items():
             line = next(ln for ln in text.splitlines() if ln.startswith(f"| {jaxlib} ("))
             ranges = re.findall(r"(\d+\.\d)-(\d+\.\d)%", line)
-            assert ranges == [(f"{r['before_min']:.1f}", f"{r['before_max']:.1f}"),
-                              (f"{r['after_min']:.1f}", f"{r['after_max']:.1f}")], (readme.name, line)
+            assert ranges == [
+                (f"{r['before_min']:.1f}", f"{r['before_max']:.1f}"),
+                (f"{r['after_min']:.1f}", f"{r['after_max']:.1f}"),
+            ], (readme.name, line)
             assert f"| {r['kernels']:,} |" in line, (readme.name, line)

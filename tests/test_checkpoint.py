@@ -53,8 +53,9 @@ def test_checkpoint_round_trip(tmp_path, toy, kind):
     assert meta["model"]["features"]["layout"] == features.layout_fingerprint() and meta["task"] == "kernel"
     assert meta["format_version"] == checkpoint.FORMAT_VERSION
     graphs = [toy.graph(i) for i in range(48)]
-    np.testing.assert_array_equal(kernel.predict_log_ns(model, norm2, graphs),
-                                  kernel.predict_log_ns(r.model, task.norm, graphs))
+    np.testing.assert_array_equal(
+        kernel.predict_log_ns(model, norm2, graphs), kernel.predict_log_ns(r.model, task.norm, graphs)
+    )
     # Overwriting an existing checkpoint works (atomic swap) and leaves no temporary dirs.
     checkpoint.save(ckpt, r.model, cfg.model, task.metadata())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
@@ -65,7 +66,10 @@ def test_load_checkpoint_errors(tmp_path):
     ckpt = _saved(tmp_path)
     cfg_file = ckpt / "config.json"
     meta = json.loads(cfg_file.read_text())
-    other = {**meta, "model": {**meta["model"], "features": {**meta["model"]["features"], "layout": "0" * 64}}}
+    other = {
+        **meta,
+        "model": {**meta["model"], "features": {**meta["model"]["features"], "layout": "0" * 64}},
+    }
     cfg_file.write_text(json.dumps(other))
     with pytest.raises(ValueError, match="feature layout"):
         kernel.load_model(ckpt)
@@ -89,8 +93,14 @@ def test_corrupt_params_give_one_line_naming_the_file(tmp_path, damage):
     ckpt = _saved(tmp_path)
     params = ckpt / "params.msgpack"
     blob = params.read_bytes()
-    params.write_bytes({"garbage": b"\x93\x01\x02\x03 this is not msgpack" * 20, "truncated": blob[: len(blob) // 2],
-                        "empty": b"", "a number": b"\x05"}[damage])
+    params.write_bytes(
+        {
+            "garbage": b"\x93\x01\x02\x03 this is not msgpack" * 20,
+            "truncated": blob[: len(blob) // 2],
+            "empty": b"",
+            "a number": b"\x05",
+        }[damage]
+    )
     _one_line_error(params, lambda: checkpoint.load(ckpt))
 
 
@@ -99,9 +109,12 @@ def test_corrupt_config_gives_one_line_naming_the_file(tmp_path, damage):
     ckpt = _saved(tmp_path)
     cfg_file = ckpt / "config.json"
     meta = json.loads(cfg_file.read_text())
-    text = {"not json": "{\"model\": ", "no model": json.dumps({k: v for k, v in meta.items() if k != "model"}),
-            "bad model field": json.dumps({**meta, "model": {**meta["model"], "kind": "transformer"}}),
-            "a list": "[1, 2]"}[damage]
+    text = {
+        "not json": '{"model": ',
+        "no model": json.dumps({k: v for k, v in meta.items() if k != "model"}),
+        "bad model field": json.dumps({**meta, "model": {**meta["model"], "kind": "transformer"}}),
+        "a list": "[1, 2]",
+    }[damage]
     cfg_file.write_text(text)
     _one_line_error(cfg_file, lambda: checkpoint.load(ckpt))
 
@@ -140,9 +153,13 @@ def test_a_model_of_another_feature_spec_is_refused(tmp_path, toy):
     ckpt = _saved(tmp_path, config=ModelConfig(opcode_embed=8, hidden=16, num_layers=1, features=spec))
     with pytest.raises(ValueError, match="feature layout") as caught:
         kernel.load_model(ckpt)
-    assert "tpugraphs-tile-v0" in str(caught.value) and features.TPUCOST_FEATURES.layout[:12] in str(caught.value)
+    assert "tpugraphs-tile-v0" in str(caught.value) and features.TPUCOST_FEATURES.layout[:12] in str(
+        caught.value
+    )
     checkpoint.load(ckpt, spec)  # the spec it was trained on
-    other = TrainConfig.smoke(epochs=1, model=ModelConfig(opcode_embed=8, hidden=16, num_layers=1, features=spec))
+    other = TrainConfig.smoke(
+        epochs=1, model=ModelConfig(opcode_embed=8, hidden=16, num_layers=1, features=spec)
+    )
     with pytest.raises(ValueError, match="the kernel task's data"):
         fit(other, toy, np.arange(32), np.arange(32, 48), progress=False)
 
@@ -167,5 +184,14 @@ def test_corrupt_train_state_is_refused_naming_the_file(tmp_path, toy):
     fit(cfg, toy, np.arange(32), np.arange(32, 48), workdir=work, progress=False)
     state = work / train.TRAIN_STATE_FILE
     state.write_bytes(state.read_bytes()[:100])
-    _one_line_error(state, lambda: fit(TrainConfig.smoke(epochs=2, patience=100), toy, np.arange(32),
-                                       np.arange(32, 48), workdir=work, progress=False))
+    _one_line_error(
+        state,
+        lambda: fit(
+            TrainConfig.smoke(epochs=2, patience=100),
+            toy,
+            np.arange(32),
+            np.arange(32, 48),
+            workdir=work,
+            progress=False,
+        ),
+    )

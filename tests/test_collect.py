@@ -16,7 +16,7 @@ import pytest
 from conftest import pretend_another_machine
 
 from tpucost import cli, device, hlo, kernels
-from tpucost.data import additivity, collection
+from tpucost.data import additivity, collection, kernel_collection
 from tpucost.data import kernel as kernel_data
 from tpucost.programs import compile_program, generate_programs
 
@@ -27,8 +27,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli_args(out: Path, *extra: str) -> list[str]:
-    return ["collect", "--out", str(out), "--programs", str(N), "--repeats", str(REPEATS),
-            "--families", ",".join(FAMILIES), "--configs", ",".join(CONFIGS), "--no-progress", *extra]
+    return [
+        "collect",
+        "--out",
+        str(out),
+        "--programs",
+        str(N),
+        "--repeats",
+        str(REPEATS),
+        "--families",
+        ",".join(FAMILIES),
+        "--configs",
+        ",".join(CONFIGS),
+        "--no-progress",
+        *extra,
+    ]
 
 
 def _pairs(ds: kernel_data.KernelDataset) -> set[tuple[str, str]]:
@@ -39,7 +52,9 @@ def _pairs(ds: kernel_data.KernelDataset) -> set[tuple[str, str]]:
 def reference(tmp_path_factory) -> kernel_data.KernelDataset:
     """An uninterrupted in-process run of the tiny corpus."""
     out = tmp_path_factory.mktemp("reference")
-    kernel_data.collect(out, N, 0, repeats=REPEATS, configurations=CONFIGS, families=FAMILIES, progress=False)
+    kernel_collection.collect(
+        out, N, 0, repeats=REPEATS, configurations=CONFIGS, families=FAMILIES, progress=False
+    )
     return kernel_data.load_kernel_dataset(out)
 
 
@@ -52,8 +67,10 @@ def test_collect_records(reference):
 
 def test_record_names_match_hlo_kernels():
     program = next(generate_programs(1, 0, FAMILIES))
-    records, entry = kernel_data.measure_program(program, "default", repeats=REPEATS)
-    names = {k.name for k in kernels.decompose(hlo.parse_module(compile_program(program, "default").as_text()))}
+    records, entry = kernel_collection.measure_program(program, "default", repeats=REPEATS)
+    names = {
+        k.name for k in kernels.decompose(hlo.parse_module(compile_program(program, "default").as_text()))
+    }
     assert set(records.name) <= names
     assert len(records) == len(names) - entry["missing"] and entry["status"] == "ok"
     assert np.all(records.runtime_ns > 0) and 0 < entry["additivity_ratio"]
@@ -74,7 +91,9 @@ def test_resume_after_kill(tmp_path, reference):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "schema.json").exists()
-    done_before = {(e["program_id"], e["configuration"]) for e in collection.read_log(out) if e.get("status") == "ok"}
+    done_before = {
+        (e["program_id"], e["configuration"]) for e in collection.read_log(out) if e.get("status") == "ok"
+    }
     subprocess.run([*cmd, "--resume"], cwd=ROOT, env=env, check=True, capture_output=True)
     log = [e for e in collection.read_log(out) if e.get("status") == "ok"]
     pairs = [(e["program_id"], e["configuration"]) for e in log]
@@ -88,30 +107,57 @@ def test_resume_after_kill(tmp_path, reference):
 
 def test_merge_shards_equals_single_run(tmp_path, reference):
     for i in range(2):
-        kernel_data.collect(tmp_path / f"s{i}", N, 0, shard=(i, 2), repeats=REPEATS, configurations=CONFIGS,
-                        families=FAMILIES, progress=False, do_finalize=False)
-    assert cli.main(["data", "merge", "--out", str(tmp_path / "merged"), str(tmp_path / "s0"),
-                     str(tmp_path / "s1")]) == 0
+        kernel_collection.collect(
+            tmp_path / f"s{i}",
+            N,
+            0,
+            shard=(i, 2),
+            repeats=REPEATS,
+            configurations=CONFIGS,
+            families=FAMILIES,
+            progress=False,
+            do_finalize=False,
+        )
+    assert (
+        cli.main(
+            ["data", "merge", "--out", str(tmp_path / "merged"), str(tmp_path / "s0"), str(tmp_path / "s1")]
+        )
+        == 0
+    )
     merged = kernel_data.load_kernel_dataset(tmp_path / "merged")
     assert _pairs(merged) == _pairs(reference)
     assert list(merged.kernel_hash) == list(reference.kernel_hash)  # same order: parts sorted by name
     np.testing.assert_array_equal(merged.count, reference.count)
-    done = {(e["program_id"], e["configuration"]) for e in collection.read_log(tmp_path / "merged") if e.get("status") == "ok"}
-    assert done == {(e["program_id"], e["configuration"]) for e in collection.read_log(reference.root)
-                    if e.get("status") == "ok"}  # the merged log holds every measured pair: noise can re-measure
+    done = {
+        (e["program_id"], e["configuration"])
+        for e in collection.read_log(tmp_path / "merged")
+        if e.get("status") == "ok"
+    }
+    assert done == {
+        (e["program_id"], e["configuration"])
+        for e in collection.read_log(reference.root)
+        if e.get("status") == "ok"
+    }  # the merged log holds every measured pair: noise can re-measure
 
 
 def test_collect_refuses_existing_without_resume(tmp_path):
     (tmp_path / "log.jsonl").write_text("")
     with pytest.raises(FileExistsError, match="resume"):
-        kernel_data.collect(tmp_path, 1, progress=False)
+        kernel_collection.collect(tmp_path, 1, progress=False)
 
 
 def test_cli_stats_json(reference, capsys):
     assert cli.main(["data", "stats", str(reference.root), "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
-    assert {"kernels", "programs", "families", "configurations", "runtime_ns_quantiles",
-            "noise_median_rel", "noise_p90_rel"} <= set(s)
+    assert {
+        "kernels",
+        "programs",
+        "families",
+        "configurations",
+        "runtime_ns_quantiles",
+        "noise_median_rel",
+        "noise_p90_rel",
+    } <= set(s)
     assert s["kernels"] == len(reference) and s["programs"] == N
     assert cli.main(["data", "stats", str(reference.root)]) == 0
     assert "kernels" in capsys.readouterr().out
@@ -119,8 +165,10 @@ def test_cli_stats_json(reference, capsys):
 
 def test_noise_remeasures_a_sample(tmp_path):
     out = tmp_path / "noise"
-    kernel_data.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
-    result = kernel_data.measure_noise(out, sample=6, seed=1, progress=False)
+    kernel_collection.collect(
+        out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False
+    )
+    result = kernel_collection.measure_noise(out, sample=6, seed=1, progress=False)
     assert result["sampled"] == min(6, len(kernel_data.load_kernel_dataset(out)))
     assert result["matched"] >= 1 and result["median_rel"] >= 0 and result["p90_rel"] >= result["median_rel"]
     rows = result["rows"]
@@ -131,7 +179,9 @@ def test_noise_remeasures_a_sample(tmp_path):
 
 def test_additivity_table_and_cli(tmp_path, capsys):
     out = tmp_path / "add"
-    kernel_data.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
+    kernel_collection.collect(
+        out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False
+    )
     table = additivity.additivity_table(out)
     assert len(table) == 2 and set(table["family"]) == {"mlp"}
     assert (table["additivity_ratio"] > 0).all()
@@ -144,7 +194,10 @@ def test_additivity_table_and_cli(tmp_path, capsys):
     for key in ("median", "p10", "p90", "max", "within_0.8_1.1", "above_1.1"):
         assert 0 <= summary[key] < 100, key
     assert summary["pairs_ge_1ms"]["pairs"] == int((table["wall_ns"] >= 1e6).sum())
-    assert summary["within_0.8_1.1"] == ((table["additivity_ratio"] >= lo) & (table["additivity_ratio"] <= hi)).mean()
+    assert (
+        summary["within_0.8_1.1"]
+        == ((table["additivity_ratio"] >= lo) & (table["additivity_ratio"] <= hi)).mean()
+    )
     assert cli.main(["data", "additivity", str(tmp_path / "empty")]) == 2
 
 
@@ -155,23 +208,41 @@ def test_collection_records_its_device(reference, capsys):
     assert json.loads(capsys.readouterr().out)["device"]["id"] == recorded["id"]
 
 
-
 def test_resume_on_another_device_is_refused(tmp_path, monkeypatch):
     out = tmp_path / "run"
-    kernel_data.collect(out, 1, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False)
+    kernel_collection.collect(
+        out, 1, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False
+    )
     pretend_another_machine(monkeypatch)
     with pytest.raises(ValueError, match="a data set comes from one device"):
-        kernel_data.collect(out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",),
-                        progress=False, resume=True)
+        kernel_collection.collect(
+            out,
+            2,
+            0,
+            repeats=REPEATS,
+            configurations=("default",),
+            families=("mlp",),
+            progress=False,
+            resume=True,
+        )
 
 
 def test_merge_refuses_folders_of_different_devices(tmp_path, monkeypatch, capsys):
-    kwargs = dict(repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False, do_finalize=False)
-    kernel_data.collect(tmp_path / "here", 2, 0, shard=(0, 2), **kwargs)
+    kwargs = dict(
+        repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False, do_finalize=False
+    )
+    kernel_collection.collect(tmp_path / "here", 2, 0, shard=(0, 2), **kwargs)
     with monkeypatch.context() as m:
         pretend_another_machine(m)
-        kernel_data.collect(tmp_path / "there", 2, 0, shard=(1, 2), **kwargs)
-    args = ["data", "merge", "--out", str(tmp_path / "merged"), str(tmp_path / "here"), str(tmp_path / "there")]
+        kernel_collection.collect(tmp_path / "there", 2, 0, shard=(1, 2), **kwargs)
+    args = [
+        "data",
+        "merge",
+        "--out",
+        str(tmp_path / "merged"),
+        str(tmp_path / "here"),
+        str(tmp_path / "there"),
+    ]
     assert cli.main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Some Other CPU" in err and str(tmp_path / "here") in err
@@ -180,7 +251,22 @@ def test_merge_refuses_folders_of_different_devices(tmp_path, monkeypatch, capsy
 
 
 def test_collect_into_an_unwritable_folder_is_one_line(capsys):
-    assert cli.main(["collect", "--out", "/proc/tpucost-cannot-be-here", "--programs", "1", "--all-cores",
-                     "--no-progress"]) == 2
+    assert (
+        cli.main(
+            [
+                "collect",
+                "--out",
+                "/proc/tpucost-cannot-be-here",
+                "--programs",
+                "1",
+                "--all-cores",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err.startswith("error: cannot write the collection folder /proc/tpucost-cannot-be-here") and err.count("\n") == 1
+    assert (
+        err.startswith("error: cannot write the collection folder /proc/tpucost-cannot-be-here")
+        and err.count("\n") == 1
+    )

@@ -88,8 +88,9 @@ def test_checkpoints_written_under_each_flax_version_load_under_this_one():
 def test_the_installed_jaxlib_is_asked_which_compile_options_exist():
     assert compat.unsupported_compile_options({}) == []
     assert compat.supports_compile_options({"xla_disable_hlo_passes": "fusion"})
-    assert compat.unsupported_compile_options({"xla_no_such_option_anywhere": "1", "xla_disable_hlo_passes": "x"}) == [
-        "xla_no_such_option_anywhere"]
+    assert compat.unsupported_compile_options(
+        {"xla_no_such_option_anywhere": "1", "xla_disable_hlo_passes": "x"}
+    ) == ["xla_no_such_option_anywhere"]
 
 
 def _bogus_configuration(monkeypatch) -> CompileConfig:
@@ -97,8 +98,11 @@ def _bogus_configuration(monkeypatch) -> CompileConfig:
     bogus = CompileConfig("needs_future_xla", "an option no jaxlib has", {"xla_no_such_option_anywhere": "1"})
     monkeypatch.setitem(programs.CONFIGURATIONS, bogus.name, bogus)
     for name, record in backends.BACKENDS.items():
-        monkeypatch.setitem(backends.BACKENDS, name, dataclasses.replace(
-            record, compile_configurations=(*record.compile_configurations, bogus.name)))
+        monkeypatch.setitem(
+            backends.BACKENDS,
+            name,
+            dataclasses.replace(record, compile_configurations=(*record.compile_configurations, bogus.name)),
+        )
     return bogus
 
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import rand_graph
 
 from tpucost import cli, costmodel, hlo, kernels, models, programs, train
-from tpucost.data import collection
+from tpucost.data import collection, kernel_collection
 from tpucost.data import kernel as kernel_data
 from tpucost.data.splits import Split
 from tpucost.tasks import kernel as kernel_task
@@ -27,8 +27,9 @@ METHODS = ("gnn", "lstm", "analytical")
 def tiny(tmp_path_factory) -> kernel_data.KernelDataset:
     """Six small programs measured on this CPU (default configuration only)."""
     out = tmp_path_factory.mktemp("tiny")
-    kernel_data.collect(out, 6, 0, repeats=2, configurations=("default",), families=("mlp", "norm_softmax"),
-                    progress=False)
+    kernel_collection.collect(
+        out, 6, 0, repeats=2, configurations=("default",), families=("mlp", "norm_softmax"), progress=False
+    )
     return kernel_data.load_kernel_dataset(out)
 
 
@@ -57,17 +58,37 @@ def test_training_writes_every_method_and_evaluates_on_test(tiny, trained):
 
 def test_evaluate_split_scores_every_kernel_each_test_program_ran():
     rng = np.random.default_rng(0)
-    s, a, b, c, e = (rand_graph(rng, n)._replace(name=name) for n, name in zip((3, 4, 5, 6, 7), "sabce", strict=True))
-    meta = {"form": "forward", "configuration": "default", "backend": "cpu", "device_kind": "cpu", "jax_version": "0"}
+    s, a, b, c, e = (
+        rand_graph(rng, n)._replace(name=name) for n, name in zip((3, 4, 5, 6, 7), "sabce", strict=True)
+    )
+    meta = {
+        "form": "forward",
+        "configuration": "default",
+        "backend": "cpu",
+        "device_kind": "cpu",
+        "jax_version": "0",
+    }
     programs = {"p0": ("mlp", [s, a]), "p1": ("unet", [s, b]), "p2": ("gru", [s, c, e])}
-    ds = kernel_data.dedup(kernel_data.concat([
-        kernel_data.from_graphs(gs, [1000.0] * len(gs), [1] * len(gs), {**meta, "program_id": p, "family": f})
-        for p, (f, gs) in programs.items()
-    ]))
+    ds = kernel_data.dedup(
+        kernel_data.concat(
+            [
+                kernel_data.from_graphs(
+                    gs, [1000.0] * len(gs), [1] * len(gs), {**meta, "program_id": p, "family": f}
+                )
+                for p, (f, gs) in programs.items()
+            ]
+        )
+    )
     kernel = {str(n): i for i, n in enumerate(ds.name)}  # s is stored once, first seen in p0 (train)
-    split = Split("program", np.array(["p0"]), np.array([], str), np.array(["p1", "p2"]),
-                  np.array([kernel["s"], kernel["a"]]), np.array([], np.int64),
-                  np.array([kernel["b"], kernel["c"], kernel["e"]]))
+    split = Split(
+        "program",
+        np.array(["p0"]),
+        np.array([], str),
+        np.array(["p1", "p2"]),
+        np.array([kernel["s"], kernel["a"]]),
+        np.array([], np.int64),
+        np.array([kernel["b"], kernel["c"], kernel["e"]]),
+    )
     ape = {"s": 100.0, "a": 0.0, "b": 10.0, "c": 10.0, "e": 40.0}  # predicted = true * (1 + APE / 100)
 
     def predict(graphs):
@@ -98,7 +119,9 @@ def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path)
     changed.runtime_ns[split.test] = 1e9 / changed.runtime_ns[split.test]  # garbage, order reversed
     changed.runtime_ns[split.test[::2]] *= 100.0
     tiny_model = models.ModelConfig(opcode_embed=4, hidden=8, num_layers=1)
-    config = train.TrainConfig.smoke(epochs=4, patience=4, batch_size=128, model=tiny_model)  # one step per epoch
+    config = train.TrainConfig.smoke(
+        epochs=4, patience=4, batch_size=128, model=tiny_model
+    )  # one step per epoch
     graphs = [tiny.graph(i) for i in range(len(tiny))]
     runs = []
     for ds, name in ((tiny, "a"), (changed, "b")):
@@ -122,7 +145,9 @@ def test_predict_program_covers_every_kernel(trained):
     estimate = costmodel.CostModel.load(out, "gnn").predict_program(f, *args)
     names = [k.name for k in kernels.decompose(hlo.parse_module(jax.jit(f).lower(*args).compile().as_text()))]
     assert [k["name"] for k in estimate.kernels] == names
-    assert estimate.kernels_ns == pytest.approx(sum(k["predicted_ns"] * k["calls_per_run"] for k in estimate.kernels))
+    assert estimate.kernels_ns == pytest.approx(
+        sum(k["predicted_ns"] * k["calls_per_run"] for k in estimate.kernels)
+    )
     assert estimate.total_ns == pytest.approx(estimate.kernels_ns + estimate.dispatch_ns)
 
 
@@ -130,15 +155,25 @@ def test_program_totals_add_the_training_programs_dispatch_overhead(tiny, traine
     """The checkpoint stores the dispatch overhead of its TRAINING programs' runs; totals add it per kernel."""
     out, _ = trained
     split = kernel_data.split(tiny, "random")
-    train_runs = [e for e in collection.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.train_ids]
-    expected = kernel_data.dispatch_ns_per_kernel(train_runs)
+    train_runs = [
+        e
+        for e in collection.read_log(tiny.root)
+        if e.get("status") == "ok" and e["program_id"] in split.train_ids
+    ]
+    expected = kernel_collection.dispatch_ns_per_kernel(train_runs)
     model = costmodel.CostModel.load(out, "gnn")
     assert expected is not None and model.dispatch_ns_per_kernel == pytest.approx(expected)
-    estimate = model.predict_hlo(jax.jit(lambda x: jnp.tanh(x) @ x).lower(jnp.ones((8, 8))).compile().as_text())
+    estimate = model.predict_hlo(
+        jax.jit(lambda x: jnp.tanh(x) @ x).lower(jnp.ones((8, 8))).compile().as_text()
+    )
     assert estimate.dispatch_ns == pytest.approx(expected * len(estimate.kernels))
 
     totals = kernel_task.program_totals(model, tiny.root, split.test_ids, min_wall_ns=0, progress=False)
-    runs = [e for e in collection.read_log(tiny.root) if e.get("status") == "ok" and e["program_id"] in split.test_ids]
+    runs = [
+        e
+        for e in collection.read_log(tiny.root)
+        if e.get("status") == "ok" and e["program_id"] in split.test_ids
+    ]
     assert totals["pairs"] == len(runs) > 0
     program = programs.program_from_id(runs[0]["program_id"])
     fn, options = program.configured(runs[0]["configuration"])
@@ -149,11 +184,13 @@ def test_program_totals_add_the_training_programs_dispatch_overhead(tiny, traine
 
 
 def test_dispatch_overhead_is_the_median_unlabelled_time_per_kernel():
-    runs = [{"wall_ns": 1000.0, "kernel_ns_per_run": 900.0, "kernels": 10},   # 10 ns per kernel
-            {"wall_ns": 500.0, "kernel_ns_per_run": 300.0, "kernels": 4},     # 50
-            {"wall_ns": 800.0, "kernel_ns_per_run": 780.0, "kernels": 1}]     # 20
-    assert kernel_data.dispatch_ns_per_kernel(runs) == pytest.approx(20.0)
-    assert kernel_data.dispatch_ns_per_kernel([]) is None
+    runs = [
+        {"wall_ns": 1000.0, "kernel_ns_per_run": 900.0, "kernels": 10},  # 10 ns per kernel
+        {"wall_ns": 500.0, "kernel_ns_per_run": 300.0, "kernels": 4},  # 50
+        {"wall_ns": 800.0, "kernel_ns_per_run": 780.0, "kernels": 1},
+    ]  # 20
+    assert kernel_collection.dispatch_ns_per_kernel(runs) == pytest.approx(20.0)
+    assert kernel_collection.dispatch_ns_per_kernel([]) is None
 
 
 def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
@@ -167,8 +204,23 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
         assert result["kernels"] and set(result["kernels"][0]) == {"name", "predicted_ns"}
         assert result["kernels_ns"] == pytest.approx(sum(k["predicted_ns"] for k in result["kernels"]))
         assert result["total_ns"] == pytest.approx(result["kernels_ns"] + result["dispatch_ns"])
-    assert cli.main(["evaluate", "--task", "kernel", "--model", str(out), "--data", str(tiny.root),
-                     "--split", "random", "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--task",
+                "kernel",
+                "--model",
+                str(out),
+                "--data",
+                str(tiny.root),
+                "--split",
+                "random",
+                "--json",
+            ]
+        )
+        == 0
+    )
     table = json.loads(capsys.readouterr().out)
     assert set(table) == set(METHODS)
     headline = {"mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs"}
@@ -183,7 +235,9 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
     assert cli.main(["predict", "--model", str(out), str(bad)]) == 2
     with pytest.raises(SystemExit):
         cli.main(["evaluate", "--task", "layout", "--model", str(out)])  # no such task
-    assert cli.main(["evaluate", "--task", "tile", "--model", str(out)]) == 2  # kernel models are not tile models
+    assert (
+        cli.main(["evaluate", "--task", "tile", "--model", str(out)]) == 2
+    )  # kernel models are not tile models
     assert "no tile models" in capsys.readouterr().err
 
 
@@ -196,8 +250,13 @@ def test_hparam_search_scores_validation_programs_and_resumes(tiny, tmp_path, mo
     assert first["scored_on"] == "validation" and first["winner"] == "gnn-base"
     assert trial["val_programs"] == len(split.val_ids) and trial["epochs_run"] == 1
     ran = []
-    monkeypatch.setattr(kernel_task, "_hparam_trial", lambda name, *a, **k: ran.append(name) or {
-        **trial, "trial": name, "val_mape_ge5us": trial["val_mape_ge5us"] - 1})
+    monkeypatch.setattr(
+        kernel_task,
+        "_hparam_trial",
+        lambda name, *a, **k: (
+            ran.append(name) or {**trial, "trial": name, "val_mape_ge5us": trial["val_mape_ge5us"] - 1}
+        ),
+    )
     again = kernel_task.hparam_search(ds, out, ["gnn-base", "gnn-wide"], epochs=1, progress=False)
     assert ran == ["gnn-wide"] and again["winner"] == "gnn-wide"  # the finished trial is not run again
     with pytest.raises(ValueError, match="unknown trials"):

@@ -21,13 +21,26 @@ FAMILIES = ("mlp", "unet", "gru", "nerf_mlp", "mobilenet_block", "cnn")
 
 def _graph(rng: np.random.Generator, n: int, name: str) -> KernelGraph:
     edges = np.array([(i, i + 1) for i in range(n - 1)], np.int32).reshape(-1, 2)
-    return KernelGraph(rng.integers(0, 50, n).astype(np.int32), rng.normal(size=(n, F)).astype(np.float32),
-                       edges[:, 0].copy(), edges[:, 1].copy(), name, "kLoop")
+    return KernelGraph(
+        rng.integers(0, 50, n).astype(np.int32),
+        rng.normal(size=(n, F)).astype(np.float32),
+        edges[:, 0].copy(),
+        edges[:, 1].copy(),
+        name,
+        "kLoop",
+    )
 
 
 def _records(program: str, family: str, config: str, graphs: list[KernelGraph], runtimes: list[float]):
-    meta = {"program_id": program, "family": family, "form": "forward", "configuration": config,
-            "backend": "cpu", "device_kind": "cpu", "jax_version": "0.0"}
+    meta = {
+        "program_id": program,
+        "family": family,
+        "form": "forward",
+        "configuration": config,
+        "backend": "cpu",
+        "device_kind": "cpu",
+        "jax_version": "0.0",
+    }
     return kernel_data.from_graphs(graphs, runtimes, [1] * len(graphs), meta)
 
 
@@ -142,7 +155,9 @@ def test_data_sets_carry_their_feature_spec(dataset, tmp_path):
 def test_a_data_set_of_another_feature_layout_still_loads(dataset, tmp_path):
     """A data set is checked against its own spec, not tpucost's current one: adding a feature to
     tpucost does not make the data sets written before it unreadable."""
-    spec = features.FeatureSpec("an-older-layout", features.NUM_NODE_FEATURES, features.TPUCOST_FEATURES.num_opcodes)
+    spec = features.FeatureSpec(
+        "an-older-layout", features.NUM_NODE_FEATURES, features.TPUCOST_FEATURES.num_opcodes
+    )
     older = dataclasses.replace(dataset, features=spec)
     kernel_data.save_dataset(older, tmp_path)
     loaded = kernel_data.load_kernel_dataset(tmp_path)
@@ -150,7 +165,9 @@ def test_a_data_set_of_another_feature_layout_still_loads(dataset, tmp_path):
 
 
 def test_split_by_name(dataset):
-    assert kernel_data.split(dataset, "random").test.tolist() == kernel_data.split_random(dataset).test.tolist()
+    assert (
+        kernel_data.split(dataset, "random").test.tolist() == kernel_data.split_random(dataset).test.tolist()
+    )
     assert kernel_data.split(dataset, "hard").test.tolist() == kernel_data.split_hard(dataset).test.tolist()
     with pytest.raises(ValueError, match="random"):
         kernel_data.split(dataset, "sideways")
@@ -218,15 +235,23 @@ def test_split_hard_holds_out_whole_families(dataset):
 def test_program_rows_one_row_per_program_and_kernel():
     rng = np.random.default_rng(1)
     g, h, k = _graph(rng, 3, "g"), _graph(rng, 4, "h"), _graph(rng, 5, "k")
-    ds = kernel_data.dedup(kernel_data.concat([
-        _records("a-0", "mlp", "default", [g, g._replace(name="g2"), h], [1.0, 2.0, 3.0]),  # g twice
-        _records("a-0", "mlp", "fast", [g], [1.5]),  # same program, another configuration
-        _records("b-1", "gru", "default", [k, g], [4.0, 5.0]),
-    ]))
+    ds = kernel_data.dedup(
+        kernel_data.concat(
+            [
+                _records("a-0", "mlp", "default", [g, g._replace(name="g2"), h], [1.0, 2.0, 3.0]),  # g twice
+                _records("a-0", "mlp", "fast", [g], [1.5]),  # same program, another configuration
+                _records("b-1", "gru", "default", [k, g], [4.0, 5.0]),
+            ]
+        )
+    )
     assert ds.program_id.tolist() == ["a-0", "a-0", "b-1"]  # g, h, k: g's first program is a-0
     rows = kernel_data.program_rows(ds, ["b-1", "a-0"])
     assert list(zip(rows.program_id.tolist(), rows.kernel.tolist(), rows.family.tolist(), strict=True)) == [
-        ("a-0", 0, "mlp"), ("a-0", 1, "mlp"), ("b-1", 0, "gru"), ("b-1", 2, "gru")]
+        ("a-0", 0, "mlp"),
+        ("a-0", 1, "mlp"),
+        ("b-1", 0, "gru"),
+        ("b-1", 2, "gru"),
+    ]
     only_b = kernel_data.program_rows(ds, ["b-1"])
     assert only_b.kernel.tolist() == [0, 2] and set(only_b.program_id) == {"b-1"}  # g under b-1 too
     assert len(kernel_data.program_rows(ds, []).kernel) == 0

@@ -37,13 +37,17 @@ print(json.dumps({"ratio": m.additivity_ratio, "device": m.device, "labels": m.r
 
 
 def _run_overlap_program(mode: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", OVERLAP_PROGRAM, mode], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", OVERLAP_PROGRAM, mode], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(jax.default_backend() != "cpu" or not hasattr(os, "sched_setaffinity"),
-                    reason="the one-core mode is for XLA:CPU on Linux")
+@pytest.mark.skipif(
+    jax.default_backend() != "cpu" or not hasattr(os, "sched_setaffinity"),
+    reason="the one-core mode is for XLA:CPU on Linux",
+)
 def test_one_core_mode_makes_overlapping_kernels_add_up():
     # Up to three fresh processes: another process loading the machine can stretch one run's
     # labels; unpinned, this program's labels sum to 1.4-2x its wall time every time.
@@ -67,7 +71,17 @@ def test_pinning_after_the_backend_started_is_refused():
 
 def test_fingerprint_names_the_hardware_and_its_id_hashes_only_that(monkeypatch):
     fp = device.fingerprint()
-    for key in ("id", "backend", "device_kind", "cpu_model", "cpu_isa", "cores", "jax", "jaxlib", "label_mode"):
+    for key in (
+        "id",
+        "backend",
+        "device_kind",
+        "cpu_model",
+        "cpu_isa",
+        "cores",
+        "jax",
+        "jaxlib",
+        "label_mode",
+    ):
         assert key in fp, key
     assert fp["backend"] == jax.default_backend() and fp["jax"] == jax.__version__
     assert fp["id"] == device.fingerprint()["id"]  # stable

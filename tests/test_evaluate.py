@@ -80,7 +80,9 @@ def test_evaluate_per_family_and_dropping():
     assert mlp["mape_lt5us"] == pytest.approx(0.0) and mlp["kendall_median"] == pytest.approx(0.0)
     assert (cnn["n_programs"], mlp["n_kernels"]) == (2, 4)
     # non-positive labels and non-finite predictions are dropped and counted
-    r2 = runtime_metrics(np.append(pred, [np.nan, 1.0]), np.append(true, [100.0, 0.0]), np.append(prog, ["A", "A"]))
+    r2 = runtime_metrics(
+        np.append(pred, [np.nan, 1.0]), np.append(true, [100.0, 0.0]), np.append(prog, ["A", "A"])
+    )
     assert r2["n_dropped"] == 2 and r2["mape_ge5us"] == r["mape_ge5us"]
 
 

@@ -93,12 +93,22 @@ def test_attributes_are_converted():
 @pytest.mark.parametrize(
     "text, line, col, words",
     [
-        ("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT q = f32[2] frobnicate(p)\n}", 4, 19, "unknown opcode"),
+        (
+            "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT q = f32[2] frobnicate(p)\n}",
+            4,
+            19,
+            "unknown opcode",
+        ),
         ("HloModule m\nENTRY e {\n  p = f33[2] parameter(0)\n}", 3, 7, "unknown element type"),
         ("HloModule m\nENTRY e {\n  ROOT q = f32[2] negate(nope)\n}", 3, 1, "'nope' is not defined"),
         ("HloModule m\nENTRY e {\n  p = f32[2 parameter(0)\n}", 3, 13, "',' or ']'"),
         ("HloModule m\nENTRY e {\n  p = f32[2]{1,0} parameter(0)\n}", 3, 18, "does not fit a rank-1"),
-        ('HloModule m\nENTRY e {\n  p = f32[2] parameter(0), metadata={op_name="x}\n}', 3, 46, "unterminated"),
+        (
+            'HloModule m\nENTRY e {\n  p = f32[2] parameter(0), metadata={op_name="x}\n}',
+            3,
+            46,
+            "unterminated",
+        ),
         ("", 1, 1, "at least one computation"),
     ],
 )
@@ -254,7 +264,12 @@ ENTRY _.1 {{
 
 
 def _called(module: hlo.Module) -> dict[str, list[str]]:
-    return {i.name: i.called_computations for c in module.computations.values() for i in c.instructions if i.called_computations}
+    return {
+        i.name: i.called_computations
+        for c in module.computations.values()
+        for i in c.instructions
+        if i.called_computations
+    }
 
 
 def test_layout_after_whitespace():
@@ -305,7 +320,11 @@ def test_inline_computations_are_named_like_xla():
     assert (w.attributes["condition"], w.attributes["body"]) == ("_.5", "_.6")
     assert m.entry.instruction("r1").attributes["to_apply"] == "_.2"
     assert m.computations["_.5"].root.opcode == "compare"
-    assert [i.name for i in m.computations["_.2"].instructions] == ["a.1", "b.1", "s.1"]  # names unique module-wide
+    assert [i.name for i in m.computations["_.2"].instructions] == [
+        "a.1",
+        "b.1",
+        "s.1",
+    ]  # names unique module-wide
 
 
 def test_clashing_computation_names_are_renamed_like_xla():
@@ -320,11 +339,15 @@ def test_clashing_computation_names_are_renamed_like_xla():
 
 # --- XLA's parser as the reference -----------------------------------------------------------
 
-needs_xla = pytest.mark.skipif(not xla_reference.available(), reason="jaxlib._hlo.hlo_module_from_text is not available")
+needs_xla = pytest.mark.skipif(
+    not xla_reference.available(), reason="jaxlib._hlo.hlo_module_from_text is not available"
+)
 
 
 def _summary(module: hlo.Module) -> dict:
-    return {c.name: {i.name: [i.opcode, i.operands] for i in c.instructions} for c in module.computations.values()}
+    return {
+        c.name: {i.name: [i.opcode, i.operands] for i in c.instructions} for c in module.computations.values()
+    }
 
 
 def _calls(module: hlo.Module, skip: set[tuple[str, str]]) -> dict:
@@ -350,8 +373,12 @@ def _difference(ours: hlo.Module, ref: dict) -> str | None:
                 return f"{comp}: instructions ours {list(mine[comp])[:8]}... vs XLA {list(insts)[:8]}..."
             name = next(n for n in insts if mine[comp][n] != insts[n])
             return f"{comp}/{name}: ours {mine[comp][name]} vs XLA {insts[name]}"
-    asyncs = {(c, i) for c, insts in theirs.items() for i, (op, _) in insts.items() if op.startswith("async-")}
-    ref_calls = {c: {i: sorted(v) for i, v in d.items() if (c, i) not in asyncs} for c, d in ref["calls"].items()}
+    asyncs = {
+        (c, i) for c, insts in theirs.items() for i, (op, _) in insts.items() if op.startswith("async-")
+    }
+    ref_calls = {
+        c: {i: sorted(v) for i, v in d.items() if (c, i) not in asyncs} for c, d in ref["calls"].items()
+    }
     ref_calls = {c: d for c, d in ref_calls.items() if d}
     my_calls = _calls(ours, asyncs)
     if my_calls != ref_calls:
@@ -368,7 +395,9 @@ def _cross_check(modules: list[tuple[str, str]]) -> tuple[list[str], list[str], 
 
     XLA parses in a child process while we parse here (two cores at work)."""
     reference: list[dict] = []
-    worker = threading.Thread(target=lambda: reference.extend(xla_reference.xla_parse([t for _, t in modules])))
+    worker = threading.Thread(
+        target=lambda: reference.extend(xla_reference.xla_parse([t for _, t in modules]))
+    )
     worker.start()
     ours: list[hlo.Module | Exception] = []
     for label, text in modules:
@@ -407,13 +436,17 @@ def test_agrees_with_xla_on_generated_and_corpus_modules(generated_hlo):
     XLA_CROSS_CHECK.update(generated=n_generated, corpus=len(compared) - n_generated)
     assert not differing, f"{len(differing)} modules differ from XLA's parser:\n" + "\n".join(differing[:10])
     assert len(generated) >= 250
-    assert n_generated == len(generated), f"XLA rejects generated modules: {[r for r in rejected if r in labels][:5]}"
+    assert n_generated == len(generated), (
+        f"XLA rejects generated modules: {[r for r in rejected if r in labels][:5]}"
+    )
     if from_corpus:
         assert len(compared) - n_generated >= 390  # 395 modules of the corpus are accepted by jaxlib 0.10.2
 
 
 @needs_xla
-@pytest.mark.parametrize("name", ["SPACED_LAYOUTS", "BODY_AFTER_RESULT_SHAPE", "INLINE_BODIES", "CLASHING_NAMES"])
+@pytest.mark.parametrize(
+    "name", ["SPACED_LAYOUTS", "BODY_AFTER_RESULT_SHAPE", "INLINE_BODIES", "CLASHING_NAMES"]
+)
 def test_agrees_with_xla_on_spaced_layouts_and_inline_bodies(name):
     text = globals()[name]
     compared, rejected, differing = _cross_check([(name, text)])
@@ -519,7 +552,9 @@ def test_invalid_modules_are_rejected(generated_hlo, corpus):
     if xla_reference.available():  # the defects are defects to XLA too
         generated_invalid = invalid[: 6 * len(sample)]
         results = xla_reference.xla_parse([text for _, text in generated_invalid])
-        accepted = [label for (label, _), r in zip(generated_invalid, results, strict=True) if "error" not in r]
+        accepted = [
+            label for (label, _), r in zip(generated_invalid, results, strict=True) if "error" not in r
+        ]
         assert not accepted
 
 
@@ -611,7 +646,7 @@ def test_pathological_inputs_do_not_hang_or_crash():
         "HloModule m\nENTRY e {\n p = " + "(" * 5000 + "f32[]" + ")" * 5000 + " parameter(0)\n}",
         "HloModule m, a=" + "{" * 50_000,
         "ENTRY e {\n p = f32[] parameter(0)" + " " * 200_000 + ", x",
-        "ENTRY e {\n p = f32[] parameter(0), metadata={op_name=\"" + "\\" * 10_000,
+        'ENTRY e {\n p = f32[] parameter(0), metadata={op_name="' + "\\" * 10_000,
         "/*" + "x" * 100_000,
     ]:
         _parses_or_raises_cleanly(text)

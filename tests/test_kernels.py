@@ -91,7 +91,11 @@ def test_compiled_program_kernels_match_entry_instructions():
     assert [k.name for k in ks] == expected and ks
     for k in ks:
         assert all(0 <= a < k.num_nodes and 0 <= b < k.num_nodes for a, b in k.edges)
-        assert k.outputs and all(n.opcode == "parameter" for n in k.nodes[: k.num_inputs]) or k.opcode == "fusion"
+        assert (
+            k.outputs
+            and all(n.opcode == "parameter" for n in k.nodes[: k.num_inputs])
+            or k.opcode == "fusion"
+        )
 
 
 def test_generated_and_corpus_modules_decompose(generated_hlo, corpus):
@@ -99,7 +103,10 @@ def test_generated_and_corpus_modules_decompose(generated_hlo, corpus):
     the first 80 corpus files when the corpus is there, decompose into kernels."""
     picked: dict[tuple[str, str], list[dict[str, str]]] = {}
     for record in generated_hlo:
-        if record["stage"] == "optimized" and len(picked.setdefault((record["form"], record["config"]), [])) < 3:
+        if (
+            record["stage"] == "optimized"
+            and len(picked.setdefault((record["form"], record["config"]), [])) < 3
+        ):
             picked[(record["form"], record["config"])].append(record)
     n_generated = 0
     for record in (r for records in picked.values() for r in records):
@@ -108,7 +115,9 @@ def test_generated_and_corpus_modules_decompose(generated_hlo, corpus):
         for k in ks:
             assert k.nodes and k.outputs, (record["label"], k.name)
             n_generated += 1
-    assert len(picked) >= 7 and n_generated > 300  # 7 (form, configuration) pairs on jaxlib 0.7.2, 10 on 0.10.2
+    assert (
+        len(picked) >= 7 and n_generated > 300
+    )  # 7 (form, configuration) pairs on jaxlib 0.7.2, 10 on 0.10.2
     n = 0
     for row in corpus[:80]:
         if row["expected"] != "valid":
@@ -131,7 +140,10 @@ def test_cli_json(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["name"] == "loop" and out["computations"] == 4 and out["instructions"] == 23
     assert {k["name"]: (k["opcode"], k["nodes"], k["edges"]) for k in out["kernels"]} == {
-        "c": ("copy", 2, 1), "next": ("add", 3, 2), "f": ("fusion", 5, 5), "lt": ("compare", 3, 2),
+        "c": ("copy", 2, 1),
+        "next": ("add", 3, 2),
+        "f": ("fusion", 5, 5),
+        "lt": ("compare", 3, 2),
     }
 
 

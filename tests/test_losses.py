@@ -69,12 +69,15 @@ def test_lists_are_independent_and_short_lists_are_zero():
     targets = jnp.array([[1.0, 2.0], [1.0, 2.0]])
     out = losses.pairwise_logistic_loss(scores, targets, where=jnp.array([[True, True], [True, False]]))
     assert float(out[1]) == 0.0 and float(out[0]) > 0.0
-    assert float(losses.listwise_softmax_loss(scores, targets, where=jnp.array([[True, False]] * 2))[0]) == 0.0
+    assert (
+        float(losses.listwise_softmax_loss(scores, targets, where=jnp.array([[True, False]] * 2))[0]) == 0.0
+    )
 
 
 def test_mse_is_mean_squared_error_over_real_configs():
-    out = losses.mse_loss(jnp.array([[1.0, 1.0, 7.0]]), jnp.array([[0.0, 3.0, 0.0]]),
-                          where=jnp.array([[True, True, False]]))
+    out = losses.mse_loss(
+        jnp.array([[1.0, 1.0, 7.0]]), jnp.array([[0.0, 3.0, 0.0]]), where=jnp.array([[True, True, False]])
+    )
     assert float(out[0]) == pytest.approx((1 + 4) / 2)
 
 

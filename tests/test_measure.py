@@ -17,8 +17,10 @@ from tpucost.hlo import parse_module
 from tpucost.kernels import NOT_KERNELS
 from tpucost.measure import Measurement, measure_kernels, wall_time_ns
 
-pytestmark = [pytest.mark.skipif(jax.default_backend() != "cpu", reason="labels are checked on XLA:CPU"),
-              pytest.mark.core]  # also run on Colab's versions (make test-colab)
+pytestmark = [
+    pytest.mark.skipif(jax.default_backend() != "cpu", reason="labels are checked on XLA:CPU"),
+    pytest.mark.core,
+]  # also run on Colab's versions (make test-colab)
 
 DN = ("NHWC", "HWIO", "NHWC")
 NO_FUSION = {"xla_disable_hlo_passes": "fusion"}
@@ -150,8 +152,12 @@ def test_events_filtered_by_program_id_in_a_shared_trace():
     assert ids_a and ids_b and not ids_a & ids_b
     jax.block_until_ready((a(*args_a), b(*args_b)))
     profile = profile_of([(a, args_a, 2), (b, args_b, 3), (a, args_a, 1)])
-    runs_a = {e.run for e in measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_a).events}
-    runs_b = {e.run for e in measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_b).events}
+    runs_a = {
+        e.run for e in measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_a).events
+    }
+    runs_b = {
+        e.run for e in measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_b).events
+    }
     assert len(runs_a) == 2 + 1 and len(runs_b) == 3
     assert not runs_a & runs_b
     with pytest.raises(ValueError, match="several programs"):
@@ -321,21 +327,74 @@ def test_gpu_and_tpu_trace_readers_on_documented_layouts():
     from types import SimpleNamespace as NS
 
     ev = _fake_event
-    gpu = NS(planes=[
-        NS(name="/host:CPU", lines=[NS(name="python", events=[ev("x", 0, 1, hlo_module="jit_f", hlo_op="h")])]),
-        NS(name="/device:GPU:0", lines=[NS(name="stream 7", events=[
-            ev("kernel_a", 0, 10, hlo_module="jit_f", hlo_op="fusion.1", program_id=7, run_id=1),
-            ev("kernel_b", 20, 5, hlo_module="jit_g", hlo_op="fusion.1", program_id=8, run_id=1),
-            ev("kernel_a", 100, 12, hlo_module="jit_f", hlo_op="fusion.1", program_id=7, run_id=2),
-        ])]),
-    ])
+    gpu = NS(
+        planes=[
+            NS(
+                name="/host:CPU",
+                lines=[NS(name="python", events=[ev("x", 0, 1, hlo_module="jit_f", hlo_op="h")])],
+            ),
+            NS(
+                name="/device:GPU:0",
+                lines=[
+                    NS(
+                        name="stream 7",
+                        events=[
+                            ev(
+                                "kernel_a",
+                                0,
+                                10,
+                                hlo_module="jit_f",
+                                hlo_op="fusion.1",
+                                program_id=7,
+                                run_id=1,
+                            ),
+                            ev(
+                                "kernel_b",
+                                20,
+                                5,
+                                hlo_module="jit_g",
+                                hlo_op="fusion.1",
+                                program_id=8,
+                                run_id=1,
+                            ),
+                            ev(
+                                "kernel_a",
+                                100,
+                                12,
+                                hlo_module="jit_f",
+                                hlo_op="fusion.1",
+                                program_id=7,
+                                run_id=2,
+                            ),
+                        ],
+                    )
+                ],
+            ),
+        ]
+    )
     trace = measure._gpu_events(gpu, backends.backend("gpu").trace_planes, "jit_f", frozenset({7}))
-    assert [(e.name, e.run[1], e.end_ns - e.start_ns) for e in trace.events] == [("fusion.1", 1, 10), ("fusion.1", 2, 12)]
+    assert [(e.name, e.run[1], e.end_ns - e.start_ns) for e in trace.events] == [
+        ("fusion.1", 1, 10),
+        ("fusion.1", 2, 12),
+    ]
     assert trace.modules_seen == {"jit_f", "jit_g"}
-    tpu = NS(planes=[NS(name="/device:TPU:0", lines=[
-        NS(name="XLA Modules", events=[ev("jit_f(7)", 0, 50), ev("jit_g(8)", 60, 30), ev("jit_f(9)", 100, 50)]),
-        NS(name="XLA Ops", events=[ev("fusion.1", 5, 10), ev("fusion.1", 65, 5), ev("fusion.1", 105, 5)]),
-    ])])
+    tpu = NS(
+        planes=[
+            NS(
+                name="/device:TPU:0",
+                lines=[
+                    NS(
+                        name="XLA Modules",
+                        events=[ev("jit_f(7)", 0, 50), ev("jit_g(8)", 60, 30), ev("jit_f(9)", 100, 50)],
+                    ),
+                    NS(
+                        name="XLA Ops",
+                        events=[ev("fusion.1", 5, 10), ev("fusion.1", 65, 5), ev("fusion.1", 105, 5)],
+                    ),
+                ],
+            )
+        ]
+    )
     trace = measure._tpu_events(tpu, backends.backend("tpu").trace_planes, "jit_f", frozenset({7}))
     assert [(e.name, e.start_ns) for e in trace.events] == [("fusion.1", 5)]
     assert trace.modules_seen == {"jit_f", "jit_g"}

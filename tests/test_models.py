@@ -16,12 +16,12 @@ pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 F = features.NUM_NODE_FEATURES
 
 
-
-
-def predict(model, graphs, node_buckets=features.DEFAULT_NODE_BUCKETS,
-            graph_buckets=features.DEFAULT_GRAPH_BUCKETS) -> np.ndarray:
+def predict(
+    model, graphs, node_buckets=features.DEFAULT_NODE_BUCKETS, graph_buckets=features.DEFAULT_GRAPH_BUCKETS
+) -> np.ndarray:
     padded, gmask, nmask = features.pad_to_bucket(
-        features.to_graphs_tuple(graphs), node_buckets=node_buckets, graph_buckets=graph_buckets)
+        features.to_graphs_tuple(graphs), node_buckets=node_buckets, graph_buckets=graph_buckets
+    )
     seq = models.sequence_index(padded.n_node, nmask)
     out = model(jax.tree.map(jnp.asarray, padded), jnp.asarray(nmask), jnp.asarray(gmask), jnp.asarray(seq))
     assert out.shape == gmask.shape
@@ -69,8 +69,10 @@ def test_padding_and_other_graphs_do_not_leak(graphs, variant):
 
 
 def test_reduce_variants_differ(graphs):
-    outs = [predict(models.make_model(ModelConfig(**SMALL, reduce=r), 0), graphs)[:8]
-            for r in ("sum", "mean", "max")]
+    outs = [
+        predict(models.make_model(ModelConfig(**SMALL, reduce=r), 0), graphs)[:8]
+        for r in ("sum", "mean", "max")
+    ]
     assert not np.allclose(outs[0], outs[1]) and not np.allclose(outs[1], outs[2])
 
 
@@ -85,8 +87,12 @@ def test_empty_neighbourhoods_are_finite():
 def _permute(g: features.KernelGraph, perm: np.ndarray) -> features.KernelGraph:
     """Reorder nodes: new node k is old node perm[k]."""
     inv = np.argsort(perm)
-    return g._replace(opcodes=g.opcodes[perm], node_features=g.node_features[perm],
-                      senders=inv[g.senders].astype(np.int32), receivers=inv[g.receivers].astype(np.int32))
+    return g._replace(
+        opcodes=g.opcodes[perm],
+        node_features=g.node_features[perm],
+        senders=inv[g.senders].astype(np.int32),
+        receivers=inv[g.receivers].astype(np.int32),
+    )
 
 
 def test_lstm_order_matters_gnn_does_not(graphs):

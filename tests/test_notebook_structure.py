@@ -55,7 +55,7 @@ def _section(cells, title: str) -> tuple[list[str], list[nbformat.NotebookNode]]
     starts = [i for i, (kind, line) in enumerate(items) if kind == "md" and line.startswith(f"## {title}")]
     assert starts, f"no '## {title}' heading"
     lines, code = [], []
-    for kind, item in items[starts[0] + 1:]:
+    for kind, item in items[starts[0] + 1 :]:
         if kind == "md" and item.startswith("## "):
             break
         (lines if kind == "md" else code).append(item)
@@ -87,7 +87,9 @@ def test_opening_has_objectives_prerequisites_and_timed_sections(path):
     assert opening and opening[0].lstrip().splitlines()[0].startswith(("[![Open In Colab]", "# ")), path.name
     assert re.search(r"^#\s+\S", text, re.M), f"{path.name}: no title in the opening cells"
     assert "Objectives" in text, f"{path.name}: no Objectives in the first {OPENING_CELLS} markdown cells"
-    assert "Prerequisites" in text, f"{path.name}: no Prerequisites in the first {OPENING_CELLS} markdown cells"
+    assert "Prerequisites" in text, (
+        f"{path.name}: no Prerequisites in the first {OPENING_CELLS} markdown cells"
+    )
     rows = [ln for ln in text.splitlines() if MINUTES_ROW.match(ln.strip())]
     assert len(rows) >= 2, f"{path.name}: no table of sections with their minutes ('| ... | 5 min |')"
 
@@ -105,10 +107,13 @@ def test_recap_references_and_exercises_headings(path):
 def test_each_exercise_is_graded_and_timed(path):
     exercises = _exercises(_cells(path))
     assert exercises, f"{path.name}: the exercises section has no numbered exercises"
-    assert sorted(exercises) == list(range(1, len(exercises) + 1)), f"{path.name}: exercises numbered {sorted(exercises)}"
+    assert sorted(exercises) == list(range(1, len(exercises) + 1)), (
+        f"{path.name}: exercises numbered {sorted(exercises)}"
+    )
     unlabelled = [n for n, m in exercises.items() if m is None]
-    assert not unlabelled, (f"{path.name}: exercises {unlabelled} do not open with "
-                            "'N. **Warm-up|Core|Stretch (M min).**'")
+    assert not unlabelled, (
+        f"{path.name}: exercises {unlabelled} do not open with 'N. **Warm-up|Core|Stretch (M min).**'"
+    )
 
 
 def _self_checked(code_cells) -> set[int]:
@@ -129,8 +134,10 @@ def test_every_exercise_has_a_self_check_cell(path):
     cells = _cells(path)
     _, code = _section(cells, "Exercises")
     missing = sorted(set(_exercises(cells)) - _self_checked(code))
-    assert not missing, (f"{path.name}: exercises {missing} have no self-check cell (a '# Self-check N' comment "
-                         "in a cell that asserts or prints what to expect)")
+    assert not missing, (
+        f"{path.name}: exercises {missing} have no self-check cell (a '# Self-check N' comment "
+        "in a cell that asserts or prints what to expect)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -143,19 +150,25 @@ def test_every_exercise_has_a_solution(path):
 def test_the_structure_checks_catch_a_bad_notebook():
     """The checks above fail on a notebook that lacks the structure (so they can fail at all)."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# A title\n\nSome prose."),
-                nbformat.v4.new_markdown_cell("## Exercises\n\n1. Do something.\n2. **Core.** No minutes."),
-                nbformat.v4.new_code_cell("print('no check')")]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# A title\n\nSome prose."),
+        nbformat.v4.new_markdown_cell("## Exercises\n\n1. Do something.\n2. **Core.** No minutes."),
+        nbformat.v4.new_code_cell("print('no check')"),
+    ]
     exercises = _exercises(nb.cells)
     assert sorted(exercises) == [1, 2] and all(m is None for m in exercises.values())
     _, code = _section(nb.cells, "Exercises")
     assert _self_checked(code) == set()
-    checks = [nbformat.v4.new_code_cell("# Self-checks for exercises 2 and 3: ...\nassert True"),
-              nbformat.v4.new_code_cell("# Self-check 1: nothing checked here\nprint(1)")]
+    checks = [
+        nbformat.v4.new_code_cell("# Self-checks for exercises 2 and 3: ...\nassert True"),
+        nbformat.v4.new_code_cell("# Self-check 1: nothing checked here\nprint(1)"),
+    ]
     assert _self_checked(checks) == {2, 3}
     good = "1. **Warm-up (5 min).** Count the kernels."
     assert EXERCISE.match(good).group(2, 3) == ("Warm-up", "5")
     assert EXERCISE.match("3. **Stretch (15-20 min).** Go further.").group(2) == "Stretch"
     assert EXERCISE.match("4. **Core (30 min, on a Colab TPU).** Collect.").group(3) == "30"
     assert not EXERCISE.match("5. **Core (a while).** No minutes.")
-    assert MINUTES_ROW.match("| 1 | parse the HLO | 5 min |") and not MINUTES_ROW.match("| 1 | parse | five |")
+    assert MINUTES_ROW.match("| 1 | parse the HLO | 5 min |") and not MINUTES_ROW.match(
+        "| 1 | parse | five |"
+    )

@@ -11,7 +11,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _pins(text: str) -> dict[str, str]:
-    return {m.group(1).lower(): m.group(2) for m in re.finditer(r"^[\s-]*([A-Za-z0-9_.\-]+)==([^\s;#]+)", text, re.M)}
+    return {
+        m.group(1).lower(): m.group(2)
+        for m in re.finditer(r"^[\s-]*([A-Za-z0-9_.\-]+)==([^\s;#]+)", text, re.M)
+    }
 
 
 def test_environment_yml_pins_match_constraints():
@@ -19,7 +22,9 @@ def test_environment_yml_pins_match_constraints():
     env = _pins((ROOT / "environment.yml").read_text())
     assert env, "environment.yml pins nothing"
     for name, version in env.items():
-        assert constraints.get(name) == version, f"{name}: environment.yml {version} != constraints.txt {constraints.get(name)}"
+        assert constraints.get(name) == version, (
+            f"{name}: environment.yml {version} != constraints.txt {constraints.get(name)}"
+        )
 
 
 def test_constraints_pin_every_direct_dependency():
@@ -57,7 +62,9 @@ def test_notebooks_are_committed_without_outputs():
         assert any("parameters" in t for t in tags), f"{path.name} has no cell tagged 'parameters'"
         for cell in nb.cells:
             if cell.cell_type == "code":
-                assert not cell.outputs and cell.execution_count is None, f"{path.name} is committed with outputs"
+                assert not cell.outputs and cell.execution_count is None, (
+                    f"{path.name} is committed with outputs"
+                )
         assert "Exercises" in "".join(c.source for c in nb.cells if c.cell_type == "markdown"), path.name
 
 
@@ -81,9 +88,12 @@ def test_notebook_badges_and_install_cells_come_from_project_urls():
     for path in sorted((ROOT / "notebooks").glob("0*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         expected = header.badge(repository, path.name)
-        assert nb.cells[0].source.splitlines()[0] == expected, f"{path.name}: first line is not its Colab badge"
+        assert nb.cells[0].source.splitlines()[0] == expected, (
+            f"{path.name}: first line is not its Colab badge"
+        )
         assert nb.cells[1].source == header.install_cell(repository, header.jax_floor()).rstrip("\n"), (
-            f"{path.name}: install cell is stale; run python tools/notebook_header.py")
+            f"{path.name}: install cell is stale; run python tools/notebook_header.py"
+        )
         assert expected in readme, f"README has no Colab badge for {path.name}"
 
 
@@ -95,14 +105,18 @@ def _run_install_cell(monkeypatch, cwd: Path, source: str | None = None) -> tupl
     header = _notebook_header()
     calls = []
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tpucost" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tpucost" else real_find_spec(name, *a)
+    )
     monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: calls.append(cmd))
     monkeypatch.chdir(cwd)
     if source is None:
         monkeypatch.delenv("TPUCOST_SOURCE", raising=False)
     else:
         monkeypatch.setenv("TPUCOST_SOURCE", source)
-    exec(compile(header.install_cell(header.repository_url(), header.jax_floor()), "install-cell", "exec"), {})
+    exec(
+        compile(header.install_cell(header.repository_url(), header.jax_floor()), "install-cell", "exec"), {}
+    )
     (cmd,) = calls
     pins = Path(cmd[cmd.index("-c") + 1]).read_text()
     return cmd, pins
@@ -133,11 +147,18 @@ def test_install_cell_refuses_a_jax_older_than_the_floor_in_one_sentence(tmp_pat
     (site / "jax").mkdir(parents=True)
     (site / "jax" / "__init__.py").write_text("")
     (site / "jax-0.4.30.dist-info").mkdir()
-    (site / "jax-0.4.30.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: jax\nVersion: 0.4.30\n")
+    (site / "jax-0.4.30.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: jax\nVersion: 0.4.30\n"
+    )
     cell = header.install_cell(header.repository_url(), header.jax_floor())
     # -S: no site-packages (no tpucost, no real jax); the fake jax 0.4.30 comes first on the path.
-    run = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(site)!r})\n{cell}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(site)!r})\n{cell}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 1 and "installing" not in run.stdout
     message = run.stderr.strip().splitlines()[-1]
     assert message.startswith("This runtime has jax 0.4.30, older than") and header.jax_floor() in message
@@ -171,15 +192,21 @@ def test_colab_constraints_are_what_the_tool_writes_from_colab_s_list(tmp_path):
     from its own Colab lines it comes out the same."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("colab_constraints", ROOT / "tools" / "colab_constraints.py")
+    spec = importlib.util.spec_from_file_location(
+        "colab_constraints", ROOT / "tools" / "colab_constraints.py"
+    )
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     text = (ROOT / "constraints-colab.txt").read_text()
     source = re.search(r"^# Source: (\S+) pip-freeze\.txt, dated (\S+)\.$", text, re.M)
     colab_part = text.split("# not on Colab (from constraints.txt):")[0]
     (tmp_path / "pip-freeze.txt").write_text(colab_part)
-    assert tool.colab_constraints(tmp_path / "pip-freeze.txt", ROOT / "constraints.txt", source.group(1),
-                                  source.group(2)) == text
+    assert (
+        tool.colab_constraints(
+            tmp_path / "pip-freeze.txt", ROOT / "constraints.txt", source.group(1), source.group(2)
+        )
+        == text
+    )
 
 
 def test_makefile_tests_both_environments():
@@ -198,8 +225,14 @@ def _module_name(path: Path) -> str:
 def _package_modules() -> set[str]:
     """The README map's names of every module of the package: sub-packages' modules dotted, and a
     sub-package itself when its ``__init__`` imports something (a package that re-exports)."""
-    files = [p for p in (ROOT / "tpucost").rglob("*.py") if p.name != "__main__.py" and p.parent != ROOT / "tpucost"
-             or p.parent == ROOT / "tpucost" and p.name not in ("__init__.py", "__main__.py")]
+    files = [
+        p
+        for p in (ROOT / "tpucost").rglob("*.py")
+        if p.name != "__main__.py"
+        and p.parent != ROOT / "tpucost"
+        or p.parent == ROOT / "tpucost"
+        and p.name not in ("__init__.py", "__main__.py")
+    ]
     return {_module_name(p) for p in files if p.name != "__init__.py" or "import" in _code(p)}
 
 
@@ -217,7 +250,9 @@ def _imported_name(module: str, names: list[str]) -> set[str]:
     if not parts:  # from tpucost import x
         return set(names)
     package = ROOT / "tpucost" / parts[0]
-    if package.is_dir() and len(parts) == 1:  # from tpucost.tasks import kernel / from tpucost.programs import Program
+    if (
+        package.is_dir() and len(parts) == 1
+    ):  # from tpucost.tasks import kernel / from tpucost.programs import Program
         return {f"{parts[0]}.{n}" if (package / f"{n}.py").exists() else parts[0] for n in names}
     return {".".join(parts[:2]) if package.is_dir() else parts[0]}
 
@@ -227,14 +262,19 @@ def _tpucost_imports(path: Path) -> set[str]:
     import ast
 
     tree = ast.parse(path.read_text())
-    typing_only = {id(n) for node in ast.walk(tree)
-                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                   for n in ast.walk(node)}
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
     found: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
-        if isinstance(node, ast.ImportFrom) and (node.module == "tpucost" or (node.module or "").startswith("tpucost.")):
+        if isinstance(node, ast.ImportFrom) and (
+            node.module == "tpucost" or (node.module or "").startswith("tpucost.")
+        ):
             found |= _imported_name(node.module, [a.name for a in node.names])
         elif isinstance(node, ast.Import):
             for a in node.names:
@@ -282,7 +322,9 @@ def test_modules_stay_small_and_import_at_the_top():
                 for inner in ast.walk(node):
                     if isinstance(inner, (ast.Import, ast.ImportFrom)):
                         name = getattr(inner, "module", None) or inner.names[0].name
-                        assert (path.name, name) in allowed, f"{path.relative_to(ROOT)}: import of {name} in {node.name}()"
+                        assert (path.name, name) in allowed, (
+                            f"{path.relative_to(ROOT)}: import of {name} in {node.name}()"
+                        )
 
 
 def test_no_module_uses_another_module_s_private_names():
@@ -294,8 +336,14 @@ def test_no_module_uses_another_module_s_private_names():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tpucost"):
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 assert not private, f"{path.relative_to(ROOT)} imports {private} from {node.module}"
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr.startswith("_")
-                    and not node.attr.startswith("__") and node.value.id in modules and node.value.id != path.stem):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.value.id in modules
+                and node.value.id != path.stem
+            ):
                 raise AssertionError(f"{path.relative_to(ROOT)} uses {node.value.id}.{node.attr}")
 
 
@@ -303,3 +351,15 @@ def test_make_bench_runs_every_benchmark():
     makefile = (ROOT / "Makefile").read_text()
     assert "for script in benchmarks/*.py" in makefile.split("bench:", 1)[1].split("\n\n", 1)[0]
     assert sorted((ROOT / "benchmarks").glob("*.py")), "benchmarks/ has no scripts"
+
+
+def test_code_is_ruff_formatted():
+    """`ruff format` was applied once; CI keeps it so (what `ruff format --check` says)."""
+    import subprocess
+    import sys
+
+    dirs = [str(ROOT / d) for d in ("tpucost", "tests", "tools", "benchmarks")]
+    run = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", *dirs], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stdout[-2000:]

@@ -18,10 +18,21 @@ def _measurement(n_kernels: int) -> Measurement:
     names = [f"fusion.{i}" for i in range(n_kernels)]
     timeline = [(name, 1000.0 * i, 500.0 + 10 * i) for i, name in enumerate(names)]
     fields = {f.name: None for f in dataclasses.fields(Measurement)}
-    fields.update(runtime_ns={n: d for n, _, d in timeline}, runs_seen={n: 1 for n in names},
-                  calls_per_run={n: 1 for n in names}, wall_ns_per_run=[1000.0 * n_kernels + 2000.0],
-                  run_span_ns=[1000.0 * n_kernels], hlo_text="", missing=[], nested=[], async_kernels=["fusion.0"],
-                  module_name="jit_f", backend="cpu", device_kind="cpu", timeline=timeline)
+    fields.update(
+        runtime_ns={n: d for n, _, d in timeline},
+        runs_seen={n: 1 for n in names},
+        calls_per_run={n: 1 for n in names},
+        wall_ns_per_run=[1000.0 * n_kernels + 2000.0],
+        run_span_ns=[1000.0 * n_kernels],
+        hlo_text="",
+        missing=[],
+        nested=[],
+        async_kernels=["fusion.0"],
+        module_name="jit_f",
+        backend="cpu",
+        device_kind="cpu",
+        timeline=timeline,
+    )
     return Measurement(**fields)
 
 
@@ -72,10 +83,13 @@ def test_draw_kernel_counts_ops_as_the_kernel_table_does():
 def test_learning_curves_against_kernels_seen_with_the_noise_floor():
     import numpy as np
 
-    histories = {"long": {"train_loss": [1.0, 0.5, 0.3, 0.2], "val_loss": [1.1, 0.6, 0.4, 0.45]},
-                 "short": {"train_loss": [0.9, 0.4], "val_loss": [1.0, 0.5]}}
-    ax = plots.learning_curves(histories, examples_per_epoch={"long": 10_000, "short": 2_000}, noise_floor=0.05,
-                               title="t")
+    histories = {
+        "long": {"train_loss": [1.0, 0.5, 0.3, 0.2], "val_loss": [1.1, 0.6, 0.4, 0.45]},
+        "short": {"train_loss": [0.9, 0.4], "val_loss": [1.0, 0.5]},
+    }
+    ax = plots.learning_curves(
+        histories, examples_per_epoch={"long": 10_000, "short": 2_000}, noise_floor=0.05, title="t"
+    )
     lines = {ln.get_label(): ln for ln in ax.get_lines()}
     assert np.allclose(lines["long validation"].get_xdata(), [10, 20, 30, 40])  # thousands of kernels
     assert np.allclose(lines["short train"].get_xdata(), [2, 4])
@@ -91,11 +105,16 @@ def test_predicted_vs_measured_shares_axes_and_names_the_error():
 
     rng = np.random.default_rng(0)
     measured = np.exp(rng.uniform(5, 15, 500))
-    predictions = {"good": measured * np.exp(rng.normal(0, 0.1, 500)), "bad": measured * np.exp(rng.normal(0, 1.5, 500))}
+    predictions = {
+        "good": measured * np.exp(rng.normal(0, 0.1, 500)),
+        "bad": measured * np.exp(rng.normal(0, 1.5, 500)),
+    }
     axes = plots.predicted_vs_measured(predictions, measured, title="500 kernels")
     assert axes[0].get_xlim() == axes[1].get_xlim() and axes[0].get_ylim() == axes[1].get_ylim()
     assert all("MAPE" in ax.get_title() and "within 2x" in ax.get_title() for ax in axes)
-    assert int(axes[0].get_title().split("MAPE ")[1].split("%")[0]) < int(axes[1].get_title().split("MAPE ")[1].split("%")[0])
+    assert int(axes[0].get_title().split("MAPE ")[1].split("%")[0]) < int(
+        axes[1].get_title().split("MAPE ")[1].split("%")[0]
+    )
     assert "2x off" in [ln.get_label() for ln in axes[0].get_lines()]
     assert axes[0].figure._suptitle.get_text() == "500 kernels"
     clims = {tuple(c.get_clim()) for ax in axes for c in ax.collections}
@@ -109,11 +128,14 @@ def test_predicted_vs_measured_shares_axes_and_names_the_error():
 def test_error_by_kind_draws_the_noise_and_program_kernels_draws_every_bar():
     import pandas as pd
 
-    table = pd.DataFrame({"median_ape": [10.0, 40.0], "count": [100, 5]}, index=pd.Index(["kLoop", "dot"], name="kind"))
+    table = pd.DataFrame(
+        {"median_ape": [10.0, 40.0], "count": [100, 5]}, index=pd.Index(["kLoop", "dot"], name="kind")
+    )
     ax = plots.error_by_kind(table, noise=3.2, title="gnn")
     assert ax.get_title() == "gnn" and any("label noise" in ln.get_label() for ln in ax.get_lines())
     plt.close("all")
-    ax = plots.program_kernels(["a", "b", "c"], {"measured": [1.0, 2.0, 3.0], "predicted": [1.5, 2.5, float("nan")]},
-                               title="Net")
+    ax = plots.program_kernels(
+        ["a", "b", "c"], {"measured": [1.0, 2.0, 3.0], "predicted": [1.5, 2.5, float("nan")]}, title="Net"
+    )
     assert len(ax.patches) == 6 and [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
     plt.close("all")

@@ -29,13 +29,19 @@ def _small(ds, split):
     small = ds.subset(keep)
     n = [12, 4, 4]
     idx = np.arange(len(keep))
-    return small, dataclasses.replace(split, train=idx[: n[0]], val=idx[n[0] : n[0] + n[1]], test=idx[n[0] + n[1] :])
+    return small, dataclasses.replace(
+        split, train=idx[: n[0]], val=idx[n[0] : n[0] + n[1]], test=idx[n[0] + n[1] :]
+    )
 
 
 def test_nb04_solutions_run(bundled_tiles, capsys):
     ds, split = _small(bundled_tiles, tile_data.split(bundled_tiles, "random"))
-    config = train.TrainConfig(model=tile_task.tile_model_config(ds, ModelConfig(hidden=16, num_layers=1)),
-                               batch_size=4, epochs=1, patience=1)
+    config = train.TrainConfig(
+        model=tile_task.tile_model_config(ds, ModelConfig(hidden=16, num_layers=1)),
+        batch_size=4,
+        epochs=1,
+        patience=1,
+    )
     answer = nb04.exercise_1()
     assert answer["block_keys"] == ["bk", "bq"] and 1 <= answer["legal_configs"] <= 200
     table = nb04.exercise_2(ds, split, config, losses=("hinge", "listwise"), seeds=(0,))
@@ -57,7 +63,9 @@ def test_nb01_solutions_run(capsys):
 
     small = {"batch": 2, "image": 8, "channels": 4}
     answer = nb01.exercise_1(**small)
-    assert answer["changed_kernels"] and answer["opcode_difference"].get("multiply", 0) < 0  # no multiply by 1/4
+    assert (
+        answer["changed_kernels"] and answer["opcode_difference"].get("multiply", 0) < 0
+    )  # no multiply by 1/4
     assert answer["kernels"]["avg"] == answer["kernels"]["max"]
     counts = nb01.exercise_2(**small)
     assert counts["fusion_off"] > counts["default"] > 0
@@ -89,13 +97,19 @@ def test_nb02_solutions_run(bundled_kernels, capsys):
     noise = nb02.exercise_2(program, repeats=(1, 2))
     assert list(noise["repeats"]) == [1, 2] and (noise["median_rel_diff"] >= 0).all()
     lowest = nb02.exercise_3(additivity.additivity_table())
-    assert lowest["family"] in {p.split("-")[0] for p in bundled_kernels.source_program_id} and lowest["median_ratio"] < 1
+    assert (
+        lowest["family"] in {p.split("-")[0] for p in bundled_kernels.source_program_id}
+        and lowest["median_ratio"] < 1
+    )
     frame = bundled_kernels.to_frame()
     sample = frame[frame["program_id"].isin(frame["program_id"].unique()[:40])]
     tau = nb02.exercise_4(sample)
     assert -1 < tau["kendall_tau_all"] < 1
     kinds = nb02.exercise_5(kernel_data.default_data_dir())
-    assert np.allclose(kinds["collected %"], kinds["reference %"]) and abs(kinds["collected %"].sum() - 100) < 1e-6
+    assert (
+        np.allclose(kinds["collected %"], kinds["reference %"])
+        and abs(kinds["collected %"].sum() - 100) < 1e-6
+    )
     assert "kernels" in capsys.readouterr().out
 
 
@@ -110,14 +124,21 @@ def test_nb03_solutions_run(bundled_kernels, capsys):
     for reduce in ("mean", "max"):  # "sum" is written out in the notebook itself
         assert nb03.exercise_1(graphs, reduce=reduce) < 1e-5
     table = nb03.exercise_2(ds, max_programs=1, methods=("analytical", "gnn"))
-    assert set(table.columns.get_level_values(1)) == {"random", "hard"} and list(table.index) == ["analytical", "gnn"]
+    assert set(table.columns.get_level_values(1)) == {"random", "hard"} and list(table.index) == [
+        "analytical",
+        "gnn",
+    ]
     test = dataclasses.replace(split, test=split.test[:200])
     analytical = costmodel.CostModel.load(method="analytical", calibrated=False).predict
     rarity = nb03.exercise_3(ds, test, analytical)
     assert -1 <= rarity["kendall_tau"] <= 1 and (rarity["table"]["train kernels"] >= 0).all()
     # One tiny run each (the notebook's defaults train every setting with three seeds).
-    tiny = {"base": ModelConfig(opcode_embed=8, hidden=16, num_layers=1), "seeds": (0,), "train_kernels": 48,
-            "epochs": 1}
+    tiny = {
+        "base": ModelConfig(opcode_embed=8, hidden=16, num_layers=1),
+        "seeds": (0,),
+        "train_kernels": 48,
+        "epochs": 1,
+    }
     runs = nb03.exercise_4(ds, split.train, split.val[:32], reduces=("max",), **tiny)
     assert list(runs["setting"]) == ["max"] and (runs["best_val_loss"] > 0).all()
     runs = nb03.exercise_5(ds, split.train, split.val[:32], poolings=(("mean",),), **tiny)

@@ -53,8 +53,10 @@ def make_fake_tiles() -> types.SimpleNamespace:
         return FAKE_FAMILIES[name]
 
     def sample_shapes(name, n, rng, backend=None):
-        return [tuple(int(x) for x in rng.choice([8, 16, 32, 64, 128], size=len(FAKE_FAMILIES[name].dims)))
-                for _ in range(n)]
+        return [
+            tuple(int(x) for x in rng.choice([8, 16, 32, 64, 128], size=len(FAKE_FAMILIES[name].dims)))
+            for _ in range(n)
+        ]
 
     def legal_configs(name, shape, dtype="float32", backend=None):
         keys = FAKE_FAMILIES[name].block_keys
@@ -72,12 +74,16 @@ def make_fake_tiles() -> types.SimpleNamespace:
     def kernel_graph(name, shape, dtype="float32"):
         n = 2 + len(shape)
         feats = np.zeros((n, features.NUM_NODE_FEATURES), np.float32)
-        feats[:, 35:35 + len(shape)] = np.log1p(np.asarray(shape, np.float32))
+        feats[:, 35 : 35 + len(shape)] = np.log1p(np.asarray(shape, np.float32))
         feats[:, 0] = dtype == "float32"
         return features.KernelGraph(
-            opcodes=np.full(n, sorted(FAKE_FAMILIES).index(name) + 1, np.int32), node_features=feats,
-            senders=np.arange(n - 1, dtype=np.int32), receivers=np.arange(1, n, dtype=np.int32),
-            name=name, kind="fake")
+            opcodes=np.full(n, sorted(FAKE_FAMILIES).index(name) + 1, np.int32),
+            node_features=feats,
+            senders=np.arange(n - 1, dtype=np.int32),
+            receivers=np.arange(1, n, dtype=np.int32),
+            name=name,
+            kind="fake",
+        )
 
     def measure_configs(name, shape, dtype, configs, repeats=5, warmup=1):
         fake.measured.append(tile_data.problem_key(name, shape, dtype))
@@ -86,7 +92,11 @@ def make_fake_tiles() -> types.SimpleNamespace:
         return [100.0 + math.prod(shape) / math.prod(c.values()) * 7 + grid(shape, c) for c in configs]
 
     fake.family, fake.sample_shapes, fake.legal_configs = family, sample_shapes, legal_configs
-    fake.config_features, fake.kernel_graph, fake.measure_configs = config_features, kernel_graph, measure_configs
+    fake.config_features, fake.kernel_graph, fake.measure_configs = (
+        config_features,
+        kernel_graph,
+        measure_configs,
+    )
     return fake
 
 
@@ -109,12 +119,25 @@ def synthetic(n_problems: int = 5, seed: int = 0) -> tile_data.TileDataset:
     for i in range(n_problems):
         fam = ("matmul", "softmax", "attention", "layernorm")[i % 4]
         c = int(rng.integers(1, 5))
-        configs = ([{"block_m": 8 * (j + 1), "block_n": 16, "block_k": 32} for j in range(c)] if fam not in ("softmax", "layernorm")
-                   else [{"block_rows": 8 * (j + 1)} for j in range(c)])
-        problems.append(TileProblem(fam, f"{8 * (i + 1)},{16 + i}", "float32", rand_graph(rng, int(rng.integers(1, 6))),
-                                    configs, rng.random((c, 4)).astype(np.float32), rng.uniform(1e3, 1e6, c)))
-    return tile_data.from_problems(problems, source="tpucost", device=device.fingerprint(),
-                                   config_feature_names=("a", "b", "c", "d"))
+        configs = (
+            [{"block_m": 8 * (j + 1), "block_n": 16, "block_k": 32} for j in range(c)]
+            if fam not in ("softmax", "layernorm")
+            else [{"block_rows": 8 * (j + 1)} for j in range(c)]
+        )
+        problems.append(
+            TileProblem(
+                fam,
+                f"{8 * (i + 1)},{16 + i}",
+                "float32",
+                rand_graph(rng, int(rng.integers(1, 6))),
+                configs,
+                rng.random((c, 4)).astype(np.float32),
+                rng.uniform(1e3, 1e6, c),
+            )
+        )
+    return tile_data.from_problems(
+        problems, source="tpucost", device=device.fingerprint(), config_feature_names=("a", "b", "c", "d")
+    )
 
 
 def test_dataset_accessors_and_round_trip(tmp_path):
@@ -125,9 +148,15 @@ def test_dataset_accessors_and_round_trip(tmp_path):
     assert ds.configs(1) and all(set(c) == {"block_rows"} for c in ds.configs(1))  # softmax: no MISSING keys
     configs = ds.table.groups["config"]
     assert configs.columns["config_values"][configs.offsets[1], 0] == MISSING
-    assert sum(len(ds.configs(i)) for i in range(len(ds))) == ds.num_configs == configs.columns["config_feat"].shape[0]
+    assert (
+        sum(len(ds.configs(i)) for i in range(len(ds)))
+        == ds.num_configs
+        == configs.columns["config_feat"].shape[0]
+    )
     assert ds.config_features(2).shape == (len(ds.configs(2)), 4) and ds.runtime_ns(2).dtype == np.float64
-    assert ds.problem_id[0] == f"matmul|{ds.shape[0]}|float32" and ds.graph(0).num_nodes == ds.table.n_nodes[0]
+    assert (
+        ds.problem_id[0] == f"matmul|{ds.shape[0]}|float32" and ds.graph(0).num_nodes == ds.table.n_nodes[0]
+    )
 
     tile_data.save_tile_dataset(ds, tmp_path / "d")
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["device.json", "schema.json", "tiles.npz"]
@@ -224,8 +253,11 @@ def test_malformed_folders_raise_value_error_naming_file_and_field(tmp_path, cas
 def test_a_tile_data_set_of_another_feature_layout_still_loads(tmp_path):
     """Checked against its own spec, not tpucost's current layout."""
     root = _save(tmp_path)
-    _edit_json(root, "schema.json", features={**features.TPUCOST_FEATURES.to_dict(), "layout": "0" * 64,
-                                               "num_config_features": 4})
+    _edit_json(
+        root,
+        "schema.json",
+        features={**features.TPUCOST_FEATURES.to_dict(), "layout": "0" * 64, "num_config_features": 4},
+    )
     assert tile_data.load_tile_dataset(root).features.layout == "0" * 64
 
 
@@ -247,10 +279,16 @@ def test_from_problems_refuses_inconsistent_records():
     ds = synthetic(1)
     p = ds.problem(0)
     with pytest.raises(ValueError, match="configs"):
-        tile_data.from_problems([p._replace(runtime_ns=np.ones(len(p.configs) + 1))], source="tpucost",
-                                device={}, config_feature_names=ds.config_feature_names)
+        tile_data.from_problems(
+            [p._replace(runtime_ns=np.ones(len(p.configs) + 1))],
+            source="tpucost",
+            device={},
+            config_feature_names=ds.config_feature_names,
+        )
     with pytest.raises(ValueError, match="config_feat"):
-        tile_data.from_problems([p], source="tpucost", device={}, config_feature_names=("only", "three", "names"))
+        tile_data.from_problems(
+            [p], source="tpucost", device={}, config_feature_names=("only", "three", "names")
+        )
     with pytest.raises(ValueError, match="node_features"):
         tile_data.from_problems([p], source="tpugraphs", device={}, config_feature_names=tuple("abcd"))
 
@@ -268,7 +306,11 @@ def test_problem_list_is_deterministic_prefix_stable_and_even(fake):
     assert max(counts.values()) - min(counts.values()) <= 1, counts
     assert [p[0] for p in a[:4]] == sorted(FAKE_FAMILIES)
     only = tile_collection.problem_list(6, seed=0, families=["softmax"], dtypes=("float32", "bfloat16"))
-    assert {p[0] for p in only} == {"softmax"} and [p[2] for p in only[:3]] == ["float32", "bfloat16", "float32"]
+    assert {p[0] for p in only} == {"softmax"} and [p[2] for p in only[:3]] == [
+        "float32",
+        "bfloat16",
+        "float32",
+    ]
     with pytest.raises(ValueError, match="unknown tile families"):
         tile_collection.problem_list(3, families=["nope"])
     # softmax in the fake has 5 x 5 = 25 shapes: asking for more ends when they run out
@@ -281,15 +323,25 @@ def test_select_configs_keeps_extremes_and_spreads(fake):
     key = tile_data.problem_key("matmul", (32, 32, 32), "float32")
     keep = tile_collection.select_configs(configs, 6, key, fake.family("matmul").block_keys)
     assert len(keep) == 6 and keep == tile_collection.select_configs(configs, 6, key)
-    assert {"block_m": 8, "block_n": 8, "block_k": 8} in keep and {"block_m": 32, "block_n": 32, "block_k": 32} in keep
+    assert {"block_m": 8, "block_n": 8, "block_k": 8} in keep and {
+        "block_m": 32,
+        "block_n": 32,
+        "block_k": 32,
+    } in keep
     assert keep == [c for c in configs if c in keep]  # legal_configs order
     volumes = sorted(math.prod(c.values()) for c in keep)
     assert len(set(volumes)) >= 4  # spread over the range of block volumes, not clustered
-    other = tile_collection.select_configs(configs, 6, tile_data.problem_key("matmul", (32, 32, 32), "bfloat16"))
+    other = tile_collection.select_configs(
+        configs, 6, tile_data.problem_key("matmul", (32, 32, 32), "bfloat16")
+    )
     assert other[0] == keep[0] and other[-1] == keep[-1]
     assert tile_collection.select_configs(configs, 2, key) == [configs[0], configs[-1]]
     assert tile_collection.select_configs(configs, 1, key) == [configs[-1]]
-    assert tile_collection.select_configs(configs, 100, key) == configs == tile_collection.select_configs(configs, None, key)
+    assert (
+        tile_collection.select_configs(configs, 100, key)
+        == configs
+        == tile_collection.select_configs(configs, None, key)
+    )
 
 
 # ----------------------------------------------------------------------------------- collection
@@ -304,16 +356,34 @@ def test_collect_logs_each_problem_and_resumes_without_remeasuring(fake, tmp_pat
     ok = [e for e in log if e["status"] == "ok"]
     assert [tile_data.problem_key(e["family"], e["shape"], e["dtype"]) for e in ok] == first
     for e in ok:
-        assert set(e) >= {"family", "shape", "dtype", "configs", "runtime_ns", "wall_s", "device_id", "load_average", "time"}
+        assert set(e) >= {
+            "family",
+            "shape",
+            "dtype",
+            "configs",
+            "runtime_ns",
+            "wall_s",
+            "device_id",
+            "load_average",
+            "time",
+        }
         assert 1 <= len(e["configs"]) <= 3 and len(e["runtime_ns"]) == len(e["configs"])
         assert e["device_id"] == device.fingerprint()["id"]
-    assert {p.name for p in out.iterdir()} >= {"tiles.npz", "schema.json", "device.json", "log.jsonl", "PROVENANCE.md"}
+    assert {p.name for p in out.iterdir()} >= {
+        "tiles.npz",
+        "schema.json",
+        "device.json",
+        "log.jsonl",
+        "PROVENANCE.md",
+    }
     prov = (out / "PROVENANCE.md").read_text()
     assert "collect_tiles(" in prov and "problems: 2" in prov and device.fingerprint()["id"] in prov
 
     grown = tile_collection.collect_tiles(out, 5, seed=0, **KW)
     assert fake.measured[:2] == first and len(fake.measured) == 5  # only the 3 new problems measured
-    assert len(grown) == 5 and set(grown.problem_id) == {tile_data.problem_key(*p) for p in tile_collection.problem_list(5)}
+    assert len(grown) == 5 and set(grown.problem_id) == {
+        tile_data.problem_key(*p) for p in tile_collection.problem_list(5)
+    }
     assert tile_data.load_tile_dataset(out).equals(grown)
     old = {pid: i for i, pid in enumerate(ds.problem_id)}
     for j, pid in enumerate(grown.problem_id):
@@ -323,9 +393,15 @@ def test_collect_logs_each_problem_and_resumes_without_remeasuring(fake, tmp_pat
     for i in range(len(grown)):
         p = grown.problem(i)
         shape = tuple(int(d) for d in p.shape.split(","))
-        np.testing.assert_array_equal(p.graph.node_features, fake.kernel_graph(p.family, shape, p.dtype).node_features)
-        np.testing.assert_array_equal(p.config_features, [fake.config_features(p.family, shape, p.dtype, c) for c in p.configs])
-        assert p.configs == tile_collection.select_configs(fake.legal_configs(p.family, shape), 3, grown.problem_id[i])
+        np.testing.assert_array_equal(
+            p.graph.node_features, fake.kernel_graph(p.family, shape, p.dtype).node_features
+        )
+        np.testing.assert_array_equal(
+            p.config_features, [fake.config_features(p.family, shape, p.dtype, c) for c in p.configs]
+        )
+        assert p.configs == tile_collection.select_configs(
+            fake.legal_configs(p.family, shape), 3, grown.problem_id[i]
+        )
     assert tile_collection.collect_tiles(out, 5, seed=0, **KW).equals(grown) and len(fake.measured) == 5
 
 
@@ -338,7 +414,10 @@ def test_a_killed_run_keeps_the_finished_problems(fake, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         tile_collection.collect_tiles(tmp_path / "killed", 4, **KW)
     ok = [e for e in collection.read_log(tmp_path / "killed") if e["status"] == "ok"]
-    assert len(ok) == 1 and tile_data.problem_key(ok[0]["family"], ok[0]["shape"], ok[0]["dtype"]) == fake.measured[0]
+    assert (
+        len(ok) == 1
+        and tile_data.problem_key(ok[0]["family"], ok[0]["shape"], ok[0]["dtype"]) == fake.measured[0]
+    )
     assert not (tmp_path / "killed" / "tiles.npz").exists()
     assert len(tile_collection.finalize_tiles(tmp_path / "killed")) == 1  # what was measured is usable
     with open(tmp_path / "killed" / "log.jsonl", "a") as fh:
@@ -362,7 +441,10 @@ def test_a_failing_problem_is_logged_and_not_retried(fake, tmp_path):
     ds = tile_collection.collect_tiles(tmp_path, 3, **KW)
     errors = [e for e in collection.read_log(tmp_path) if e["status"] == "error"]
     assert len(errors) == 1 and "Mosaic lowering failed" in errors[0]["error"] and len(ds) == 2
-    assert tile_data.problem_key(errors[0]["family"], errors[0]["shape"], errors[0]["dtype"]) not in ds.problem_id
+    assert (
+        tile_data.problem_key(errors[0]["family"], errors[0]["shape"], errors[0]["dtype"])
+        not in ds.problem_id
+    )
     fake.fail_on = None
     tile_collection.collect_tiles(tmp_path, 3, **KW)
     assert len(fake.measured) == 3
@@ -394,7 +476,6 @@ def test_shards_are_disjoint_and_merge_equals_one_run(fake, tmp_path):
     assert tile_collection.finalize_tiles(tmp_path / "merged").equals(whole)
     with pytest.raises(ValueError, match="shard"):
         tile_collection.collect_tiles(tmp_path / "bad", 3, shard=(3, 3), **KW)
-
 
 
 def test_one_device_per_folder_and_per_merge(fake, tmp_path, monkeypatch):
@@ -459,7 +540,9 @@ def _tpugraphs_file(path: Path, seed: int, runtimes=None) -> dict[str, np.ndarra
         "node_opcode": rng.integers(0, 120, size=n).astype(np.int32),
         "edge_index": np.array([[j + 1, j] for j in range(n - 1)], dtype=np.int32),  # [consumer, producer]
         "config_feat": rng.normal(size=(c, 24)).astype(np.float32),
-        "config_runtime": np.asarray(runtimes if runtimes is not None else rng.integers(1_000, 10**6, c), np.int64),
+        "config_runtime": np.asarray(
+            runtimes if runtimes is not None else rng.integers(1_000, 10**6, c), np.int64
+        ),
         "config_runtime_normalizers": np.full(c, 5_000, dtype=np.int64),
     }
     np.savez(path, **arrays)
@@ -470,12 +553,20 @@ def test_from_tpugraphs(tmp_path):
     src = tmp_path / "tile"
     src.mkdir()
     a = _tpugraphs_file(src / "alexnet_train_batch_32_-1bae27a41d70f4a7.npz", 0)
-    b = _tpugraphs_file(src / "resnet_v1_50_official_batch_128_bf16_7f3c0e2a9d1b4c55.npz", 1, runtimes=[0, 2_000, 3_000])
+    b = _tpugraphs_file(
+        src / "resnet_v1_50_official_batch_128_bf16_7f3c0e2a9d1b4c55.npz", 1, runtimes=[0, 2_000, 3_000]
+    )
     _tpugraphs_file(src / "zero_-00000000deadbeef.npz", 2, runtimes=[0, 0, 0])
     ds = tile_data.from_tpugraphs(src)
     assert len(ds) == 2 and ds.source == "tpugraphs" and ds.device == {"name": "TPU v3 (TpuGraphs)"}
-    assert ds.family.tolist() == ["tpugraphs"] * 2 and ds.shape[0] == "alexnet_train_batch_32_-1bae27a41d70f4a7"
-    assert ds.num_config_features == 24 and ds.features.num_node_features == 140 and ds.config_keys == ("config",)
+    assert (
+        ds.family.tolist() == ["tpugraphs"] * 2 and ds.shape[0] == "alexnet_train_batch_32_-1bae27a41d70f4a7"
+    )
+    assert (
+        ds.num_config_features == 24
+        and ds.features.num_node_features == 140
+        and ds.config_keys == ("config",)
+    )
     assert ds.features == tpugraphs.TILE_FEATURES
     assert ds.configs(0) == [{"config": 0}, {"config": 1}, {"config": 2}]
     assert ds.configs(1) == [{"config": 1}, {"config": 2}]  # the zero runtime is dropped
@@ -508,7 +599,10 @@ def test_stats():
     assert sum(st["configs_per_family"].values()) == ds.num_configs
     per = ds.configs_per_problem
     assert st["configs_per_problem"] == {"min": per.min(), "median": float(np.median(per)), "max": per.max()}
-    assert st["runtime_ns"]["min"] == ds.config_runtime_ns.min() and st["runtime_ns"]["max"] == ds.config_runtime_ns.max()
+    assert (
+        st["runtime_ns"]["min"] == ds.config_runtime_ns.min()
+        and st["runtime_ns"]["max"] == ds.config_runtime_ns.max()
+    )
     assert st["best_over_worst"]["min"] >= 1.0
     json.dumps(st)
 
@@ -516,15 +610,25 @@ def test_stats():
 # ------------------------------------------------------------------------- with the real tiles
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tpucost.tiles") is None, reason="tpucost.tiles is not there yet")
+@pytest.mark.skipif(
+    importlib.util.find_spec("tpucost.tiles") is None, reason="tpucost.tiles is not there yet"
+)
 def test_collect_with_the_real_tiles_module(tmp_path, monkeypatch):
     from tpucost import tiles
 
     family = "softmax" if "softmax" in tiles.TILE_FAMILIES else sorted(tiles.TILE_FAMILIES)[0]
-    ds = tile_collection.collect_tiles(tmp_path, 2, families=[family], max_configs=2, repeats=1, progress=False)
-    assert len(ds) == 2 and set(ds.family) == {family} and ds.num_config_features == len(tiles.CONFIG_FEATURE_NAMES)
+    ds = tile_collection.collect_tiles(
+        tmp_path, 2, families=[family], max_configs=2, repeats=1, progress=False
+    )
+    assert (
+        len(ds) == 2
+        and set(ds.family) == {family}
+        and ds.num_config_features == len(tiles.CONFIG_FEATURE_NAMES)
+    )
     assert all(1 <= len(ds.configs(i)) <= 2 for i in range(len(ds))) and np.all(ds.config_runtime_ns > 0)
     calls = []
     monkeypatch.setattr(tiles, "measure_configs", lambda *a, **k: calls.append(a) or [1.0] * len(a[3]))
-    assert tile_collection.collect_tiles(tmp_path, 3, families=[family], max_configs=2, repeats=1, progress=False)
+    assert tile_collection.collect_tiles(
+        tmp_path, 3, families=[family], max_configs=2, repeats=1, progress=False
+    )
     assert len(calls) == 1  # only the third problem

@@ -18,9 +18,19 @@ from tpucost.tasks import tile as tile_task
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
-SHAPES = {"matmul": [(64, 256, 256), (128, 256, 128), (64, 128, 256), (128, 128, 256), (256, 128, 128),
-                     (64, 384, 256), (192, 128, 256), (128, 384, 128)],
-          "softmax": [(128, 256), (256, 128), (64, 512), (192, 256), (384, 128), (256, 256)]}
+SHAPES = {
+    "matmul": [
+        (64, 256, 256),
+        (128, 256, 128),
+        (64, 128, 256),
+        (128, 128, 256),
+        (256, 128, 128),
+        (64, 384, 256),
+        (192, 128, 256),
+        (128, 384, 128),
+    ],
+    "softmax": [(128, 256), (256, 128), (64, 512), (192, 256), (384, 128), (256, 256)],
+}
 
 
 def _runtime(family, shape, config):
@@ -34,12 +44,23 @@ def dataset():
     for family, shapes in SHAPES.items():
         for shape in shapes:
             configs = tiles.legal_configs(family, shape)[:12]
-            problems.append(tile_data.TileProblem(
-                family, ",".join(map(str, shape)), "float32", tiles.kernel_graph(family, shape),
-                configs, np.stack([tiles.config_features(family, shape, "float32", c) for c in configs]),
-                np.asarray([_runtime(family, shape, c) for c in configs])))
-    return tile_data.from_problems(problems, source="tpucost", device=device.fingerprint(),
-                                   config_feature_names=tiles.CONFIG_FEATURE_NAMES)
+            problems.append(
+                tile_data.TileProblem(
+                    family,
+                    ",".join(map(str, shape)),
+                    "float32",
+                    tiles.kernel_graph(family, shape),
+                    configs,
+                    np.stack([tiles.config_features(family, shape, "float32", c) for c in configs]),
+                    np.asarray([_runtime(family, shape, c) for c in configs]),
+                )
+            )
+    return tile_data.from_problems(
+        problems,
+        source="tpucost",
+        device=device.fingerprint(),
+        config_feature_names=tiles.CONFIG_FEATURE_NAMES,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +69,14 @@ def split(dataset):
 
 
 def _config(dataset, **model):
-    return train.TrainConfig(model=tile_task.tile_model_config(dataset, ModelConfig(hidden=32, num_layers=2, **model)),
-                             learning_rate=3e-3, batch_size=4, epochs=30, patience=30, seed=0)
+    return train.TrainConfig(
+        model=tile_task.tile_model_config(dataset, ModelConfig(hidden=32, num_layers=2, **model)),
+        learning_rate=3e-3,
+        batch_size=4,
+        epochs=30,
+        patience=30,
+        seed=0,
+    )
 
 
 def test_batches_have_masks_and_fixed_shapes(dataset, split):
@@ -64,10 +91,13 @@ def test_batches_have_masks_and_fixed_shapes(dataset, split):
 
 @pytest.mark.parametrize("loss", ["hinge", "mse"])
 def test_training_ranks_held_out_kernels(dataset, split, loss, tmp_path):
-    result = tile_task.train_tile_model(dataset, split, loss, tmp_path / loss, _config(dataset), progress=False)
+    result = tile_task.train_tile_model(
+        dataset, split, loss, tmp_path / loss, _config(dataset), progress=False
+    )
     test = [int(i) for i in split.test]
-    scores = tile_task.predict_scores(result.model, [dataset.graph(i) for i in test],
-                                      [dataset.config_features(i) for i in test])
+    scores = tile_task.predict_scores(
+        result.model, [dataset.graph(i) for i in test], [dataset.config_features(i) for i in test]
+    )
     metrics = evaluate.ranking_metrics(scores, [dataset.runtime_ns(i) for i in test])
     assert metrics["kendall_mean"] > 0.6, metrics
     model, meta = tile_task.load_tile_model(tmp_path / loss / "best")
@@ -106,16 +136,61 @@ def test_cli_train_evaluate_suggest(dataset, tmp_path, capsys):
 
     data_dir = tile_data.save_tile_dataset(dataset, tmp_path / "tiles")
     out = tmp_path / "models"
-    assert cli.main(["train", "--task", "tile", "--data", str(data_dir), "--losses", "hinge,mse", "--out", str(out),
-                     "--smoke", "--no-progress"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--task",
+                "tile",
+                "--data",
+                str(data_dir),
+                "--losses",
+                "hinge,mse",
+                "--out",
+                str(out),
+                "--smoke",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert cli.main(["evaluate", "--task", "tile", "--data", str(data_dir), "--model", str(out), "--split", "random",
-                     "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--task",
+                "tile",
+                "--data",
+                str(data_dir),
+                "--model",
+                str(out),
+                "--split",
+                "random",
+                "--json",
+            ]
+        )
+        == 0
+    )
     table = json.loads(capsys.readouterr().out)
     assert set(table) == {"gnn_rank", "gnn_mse", "analytical", "random"}
     assert {"kendall_mean", "top1", "top5", "top10"} <= set(table["gnn_rank"])
-    assert cli.main(["suggest-tiles", "matmul", "--shape", "128,256,256", "--top", "3", "--json",
-                     "--model", str(out / "tile-random-hinge")]) == 0
+    assert (
+        cli.main(
+            [
+                "suggest-tiles",
+                "matmul",
+                "--shape",
+                "128,256,256",
+                "--top",
+                "3",
+                "--json",
+                "--model",
+                str(out / "tile-random-hinge"),
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     legal = tiles.legal_configs("matmul", (128, 256, 256))
     assert result["shape"] == [128, 256, 256] and len(result["suggestions"]) == 3
@@ -129,7 +204,10 @@ def test_cli_measure_tiles_and_bad_shape(capsys):
 
     from tpucost import cli
 
-    assert cli.main(["measure-tiles", "softmax", "--shape", "64,128", "--repeats", "1", "--all-cores", "--json"]) == 0
+    assert (
+        cli.main(["measure-tiles", "softmax", "--shape", "64,128", "--repeats", "1", "--all-cores", "--json"])
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     runtimes = [m["runtime_ns"] for m in result["measurements"]]
     assert len(runtimes) == len(tiles.legal_configs("softmax", (64, 128))) and runtimes == sorted(runtimes)
@@ -147,8 +225,12 @@ def test_trains_on_the_published_tpugraphs_format(tmp_path):
     ds = tile_data.from_tpugraphs(tmp_path)
     assert ds.features.num_node_features == 140 and ds.features.num_config_features == 24
     split = tile_data.split_random(ds, seed=0, fractions=(0.5, 0.25, 0.25))
-    config = train.TrainConfig(model=tile_task.tile_model_config(ds, ModelConfig(hidden=8, num_layers=1)),
-                               batch_size=2, epochs=1, patience=1)
+    config = train.TrainConfig(
+        model=tile_task.tile_model_config(ds, ModelConfig(hidden=8, num_layers=1)),
+        batch_size=2,
+        epochs=1,
+        patience=1,
+    )
     result = tile_task.train_tile_model(ds, split, "hinge", None, config, progress=False)
     assert result.model.config.features == ds.features
     with pytest.raises(ValueError, match="no tile models"):
@@ -165,7 +247,9 @@ def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
     every legal configuration. When a first measurement misses, the two contenders are measured
     again with more runs (a single timing on a shared machine can be off by more than 5%)."""
     ds = tile_data.load_tile_dataset()
-    known = {tuple(int(v) for v in s.split(",")) for f, s in zip(ds.family, ds.shape, strict=True) if f == "matmul"}
+    known = {
+        tuple(int(v) for v in s.split(",")) for f, s in zip(ds.family, ds.shape, strict=True) if f == "matmul"
+    }
     for shape in NEW_MATMULS:
         assert shape not in known
         configs = tiles.legal_configs("matmul", shape)

@@ -26,7 +26,15 @@ SMALL = {
 
 
 def test_registry_order_and_fields():
-    assert list(tiles.TILE_FAMILIES) == ["matmul", "bmm", "softmax", "layernorm", "reduce", "attention", "conv"]
+    assert list(tiles.TILE_FAMILIES) == [
+        "matmul",
+        "bmm",
+        "softmax",
+        "layernorm",
+        "reduce",
+        "attention",
+        "conv",
+    ]
     assert set(SMALL) == set(tiles.TILE_FAMILIES)
     for name, fam in tiles.TILE_FAMILIES.items():
         assert fam.name == name and tiles.family(name) is fam
@@ -307,7 +315,9 @@ def test_kernel_graph_inlines_calls(monkeypatch):
     base = tiles.kernel_graph("softmax", (16, 128))
     fam = tiles.TILE_FAMILIES["softmax"]
     inner = jax.jit(lambda x: fam.ref((16, 128), x))  # a nested jit is a `call` in the HLO
-    monkeypatch.setitem(tiles.TILE_FAMILIES, "softmax", dataclasses.replace(fam, ref=lambda shape, x: inner(x)))
+    monkeypatch.setitem(
+        tiles.TILE_FAMILIES, "softmax", dataclasses.replace(fam, ref=lambda shape, x: inner(x))
+    )
     g = tiles.kernel_graph("softmax", (16, 128))
     names = [features.OPCODE_VOCAB[i] for i in g.opcodes]
     assert "call" not in names

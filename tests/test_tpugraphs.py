@@ -173,7 +173,10 @@ def test_allow_pickle_false_is_respected(tmp_path, monkeypatch):
     arrays = _with("config_feat", np.array([_Trap()] * C, dtype=object))
     path = write(tmp_path / "trap.npz", arrays)
     UNPICKLED.clear()
-    with pytest.raises(ValueError, match=re.escape("field 'config_feat': Object arrays cannot be loaded when allow_pickle=False")):
+    with pytest.raises(
+        ValueError,
+        match=re.escape("field 'config_feat': Object arrays cannot be loaded when allow_pickle=False"),
+    ):
         read_tile_npz(path)
     assert UNPICKLED == []
 

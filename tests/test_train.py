@@ -23,8 +23,6 @@ pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 F = features.NUM_NODE_FEATURES
 
 
-
-
 class ToyDataset:
     """Duck-typed stand-in for `tpucost.data.KernelDataset`: runtime depends on size, opcodes, features."""
 
@@ -33,8 +31,12 @@ class ToyDataset:
     def __init__(self, n: int, seed: int = 0):
         rng = np.random.default_rng(seed)
         self.graphs = [rand_graph(rng, int(k), max_opcode=20) for k in rng.integers(1, 12, n)]
-        log_ns = np.array([6.0 + 0.3 * g.num_nodes + 0.1 * g.opcodes.sum() / 10 + 2.0 * g.node_features[:, 0].max()
-                           for g in self.graphs])
+        log_ns = np.array(
+            [
+                6.0 + 0.3 * g.num_nodes + 0.1 * g.opcodes.sum() / 10 + 2.0 * g.node_features[:, 0].max()
+                for g in self.graphs
+            ]
+        )
         self.runtime_ns = np.exp(log_ns)
 
     def __len__(self) -> int:
@@ -49,7 +51,9 @@ SMOKE = TrainConfig.smoke()
 
 def fit(cfg: TrainConfig, ds, train_idx, val_idx, **kwargs) -> train.TrainResult:
     """`train.train_and_evaluate` of the kernel task on ``ds`` (norm fitted on ``train_idx``)."""
-    return train.train_and_evaluate(kernel.KernelTask.fit(ds, train_idx, cfg.model), cfg, train_idx, val_idx, **kwargs)
+    return train.train_and_evaluate(
+        kernel.KernelTask.fit(ds, train_idx, cfg.model), cfg, train_idx, val_idx, **kwargs
+    )
 
 
 def norm_of(result: train.TrainResult) -> kernel.TargetNorm:
@@ -100,8 +104,13 @@ def test_determinism(toy):
     cfg = TrainConfig.smoke(epochs=3, model=ModelConfig(opcode_embed=8, hidden=16, num_layers=2, dropout=0.2))
     runs = [fit(cfg, toy, np.arange(32), np.arange(32, 48), progress=False) for _ in range(2)]
     assert runs[0].history == runs[1].history
-    other = fit(TrainConfig.smoke(epochs=3, seed=1, model=cfg.model), toy, np.arange(32), np.arange(32, 48),
-                progress=False)
+    other = fit(
+        TrainConfig.smoke(epochs=3, seed=1, model=cfg.model),
+        toy,
+        np.arange(32),
+        np.arange(32, 48),
+        progress=False,
+    )
     assert other.history != runs[0].history
 
 
@@ -125,12 +134,24 @@ def test_predict_keeps_order_and_is_batch_independent(toy):
 
 def test_resume_per_epoch(tmp_path, toy):
     work = tmp_path / "work"
-    r2 = fit(TrainConfig.smoke(epochs=2, patience=100), toy, np.arange(32), np.arange(32, 48), workdir=work,
-             progress=False)
+    r2 = fit(
+        TrainConfig.smoke(epochs=2, patience=100),
+        toy,
+        np.arange(32),
+        np.arange(32, 48),
+        workdir=work,
+        progress=False,
+    )
     assert (work / train.TRAIN_STATE_FILE).is_file() and (work / "best" / "config.json").is_file()
     assert r2.start_epoch == 0 and len(r2.history["val_loss"]) == 2
-    r4 = fit(TrainConfig.smoke(epochs=4, patience=100), toy, np.arange(32), np.arange(32, 48), workdir=work,
-             progress=False)
+    r4 = fit(
+        TrainConfig.smoke(epochs=4, patience=100),
+        toy,
+        np.arange(32),
+        np.arange(32, 48),
+        workdir=work,
+        progress=False,
+    )
     assert r4.start_epoch == 2
     assert len(r4.history["val_loss"]) == 4
     assert r4.history["val_loss"][:2] == r2.history["val_loss"]
@@ -156,8 +177,13 @@ SUBPROCESS = textwrap.dedent("""
 
 def test_data_parallel_on_4_host_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", SUBPROCESS, str(Path(__file__).parent)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", SUBPROCESS, str(Path(__file__).parent)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["device_count"] == 4 and out["num_devices"] == 4

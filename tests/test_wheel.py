@@ -39,8 +39,22 @@ ON_COLAB_PINS = PINS.name == "constraints-colab.txt"
 #: What the runtime has before the install cell runs: Jupyter's kernel machinery, and on Colab's
 #: image the scientific stack at Colab's versions (jraph and tpucost are not preinstalled there).
 RUNTIME = ["nbclient", "nbformat", "ipykernel"] + (
-    ["jax", "jaxlib", "flax", "optax", "numpy", "pandas", "matplotlib", "seaborn", "scipy", "networkx", "tqdm"]
-    if ON_COLAB_PINS else [])
+    [
+        "jax",
+        "jaxlib",
+        "flax",
+        "optax",
+        "numpy",
+        "pandas",
+        "matplotlib",
+        "seaborn",
+        "scipy",
+        "networkx",
+        "tqdm",
+    ]
+    if ON_COLAB_PINS
+    else []
+)
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -65,20 +79,28 @@ ENTRY main {
 
 
 def _pins(path: Path) -> dict[str, str]:
-    return {m.group(1).lower().replace("_", "-"): m.group(2)
-            for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+)", path.read_text(), re.M)}
+    return {
+        m.group(1).lower().replace("_", "-"): m.group(2)
+        for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+)", path.read_text(), re.M)
+    }
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     return result
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)], ROOT, dict(os.environ))
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+        ROOT,
+        dict(os.environ),
+    )
     (path,) = out.glob("tpucost-*.whl")
     return path
 
@@ -87,16 +109,22 @@ def test_this_environment_has_the_versions_of_its_pins():
     """The run is on the versions it claims: jax and flax as pinned in TPUCOST_PINS."""
     pins = _pins(PINS)
     for name in ("jax", "jaxlib", "flax", "optax", "numpy"):
-        assert importlib.metadata.version(name) == pins[name], f"{name} {importlib.metadata.version(name)} is not {PINS.name}'s"
+        assert importlib.metadata.version(name) == pins[name], (
+            f"{name} {importlib.metadata.version(name)} is not {PINS.name}'s"
+        )
 
 
 def test_wheel_carries_bundled_data_and_checkpoints(wheel):
     assert wheel.stat().st_size <= WHEEL_LIMIT_BYTES, f"wheel is {wheel.stat().st_size / 2**20:.1f} MB"
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("tpucost/bundled/kernels_cpu/schema.json", "tpucost/bundled/kernels_cpu/PROVENANCE.md",
-                   "tpucost/bundled/checkpoints/kernel-random/gnn/params.msgpack",
-                   "tpucost/bundled/checkpoints/kernel-hard/analytical.json",
-                   "tpucost/bundled/autotune/transformer.json", "tpucost/bundled/autotune/README.md"):
+    for needed in (
+        "tpucost/bundled/kernels_cpu/schema.json",
+        "tpucost/bundled/kernels_cpu/PROVENANCE.md",
+        "tpucost/bundled/checkpoints/kernel-random/gnn/params.msgpack",
+        "tpucost/bundled/checkpoints/kernel-hard/analytical.json",
+        "tpucost/bundled/autotune/transformer.json",
+        "tpucost/bundled/autotune/README.md",
+    ):
         assert needed in names, f"{needed} is not in {wheel.name}"
 
 
@@ -106,9 +134,15 @@ def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path):
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, dict(os.environ))
     python = str(venv / "bin" / "python")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TPUCOST_", "VIRTUAL_ENV", "PYTHON"))}
-    env.update(PIP_CONSTRAINT=str(PINS), PIP_DISABLE_PIP_VERSION_CHECK="1",
-               TPUCOST_SMOKE="1", TPUCOST_SOURCE=str(wheel), TPUCOST_CACHE_DIR=str(tmp_path / "cache"),
-               MPLBACKEND="Agg", PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    env.update(
+        PIP_CONSTRAINT=str(PINS),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        TPUCOST_SMOKE="1",
+        TPUCOST_SOURCE=str(wheel),
+        TPUCOST_CACHE_DIR=str(tmp_path / "cache"),
+        MPLBACKEND="Agg",
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+    )
     _run([python, "-m", "pip", "install", "-q", *RUNTIME], tmp_path, env)
     probe = subprocess.run([python, "-c", "import tpucost"], cwd=tmp_path, capture_output=True, env=env)
     assert probe.returncode != 0, "the fresh environment must not have tpucost before the install cell runs"
@@ -122,10 +156,16 @@ def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path):
     print(result.stdout)
     assert result.stdout.count("executed") == len(notebooks)
 
-    located = _run([python, "-c", "import tpucost, pathlib; print(pathlib.Path(tpucost.__file__).parent)"], folder, env)
-    assert Path(located.stdout.strip()).is_relative_to(venv), "tpucost must come from the wheel, not the checkout"
+    located = _run(
+        [python, "-c", "import tpucost, pathlib; print(pathlib.Path(tpucost.__file__).parent)"], folder, env
+    )
+    assert Path(located.stdout.strip()).is_relative_to(venv), (
+        "tpucost must come from the wheel, not the checkout"
+    )
     if ON_COLAB_PINS:  # the install cell kept the runtime's own jax and jaxlib
-        versions = _run([python, "-c", "import jax, jaxlib; print(jax.__version__, jaxlib.__version__)"], folder, env)
+        versions = _run(
+            [python, "-c", "import jax, jaxlib; print(jax.__version__, jaxlib.__version__)"], folder, env
+        )
         assert versions.stdout.split() == [_pins(PINS)["jax"], _pins(PINS)["jaxlib"]]
 
     def cli(*args: str) -> str:

@@ -22,7 +22,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 
-INSTALL_CELL = '''\
+INSTALL_CELL = """\
 # Setup: make `tpucost` importable (on Colab or a fresh kernel; does nothing when it already is).
 # Inside a checkout this installs the checkout; elsewhere the package from its repository;
 # TPUCOST_SOURCE (a git URL, a path or a wheel) overrides where from. A runtime that already has
@@ -52,7 +52,7 @@ if importlib.util.find_spec("tpucost") is None:
     print("installing", requirement, "keeping", keep or "nothing")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", str(pins), requirement], check=True)
     importlib.invalidate_caches()
-'''
+"""
 
 
 def repository_url(pyproject: Path = ROOT / "pyproject.toml") -> str:
@@ -68,7 +68,9 @@ def colab_url(repository: str, notebook: str) -> str:
     m = re.fullmatch(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?", repository)
     if not m:
         raise SystemExit(f"Repository URL {repository!r} is not https://github.com/OWNER/NAME")
-    return f"https://colab.research.google.com/github/{m.group(1)}/{m.group(2)}/blob/main/notebooks/{notebook}"
+    return (
+        f"https://colab.research.google.com/github/{m.group(1)}/{m.group(2)}/blob/main/notebooks/{notebook}"
+    )
 
 
 def badge(repository: str, notebook: str) -> str:
@@ -121,7 +123,11 @@ def main() -> int:
     if args.check and stale:
         print("out of date (run python tools/notebook_header.py):", ", ".join(stale))
         return 1
-    print(("rewrote: " + ", ".join(stale)) if stale and not args.check else "notebook headers agree with pyproject.toml")
+    print(
+        ("rewrote: " + ", ".join(stale))
+        if stale and not args.check
+        else "notebook headers agree with pyproject.toml"
+    )
     return 0
 
 

@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def execute(path: Path, out_dir: Path, timeout: int) -> Path:
     """Run one notebook with its own folder as the working directory; save it executed."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     try:
         client.execute()
     finally:
@@ -59,7 +61,10 @@ def main() -> int:
         try:
             executed = execute(path, args.out, args.timeout)
         except CellExecutionError as err:
-            print(f"{path.name} failed; the partly executed copy is in {args.out / path.name}\n{err}", file=sys.stderr)
+            print(
+                f"{path.name} failed; the partly executed copy is in {args.out / path.name}\n{err}",
+                file=sys.stderr,
+            )
             return 1
         html = to_html(executed)
         print(f"  done in {time.time() - start:.0f} s -> {executed} and {html.name}", flush=True)

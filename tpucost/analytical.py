@@ -290,7 +290,9 @@ class DeviceRoofline:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-def default_cache_path(backend: str, device_kind: str, device_id: str | None = None, name: str = "roofline") -> Path:
+def default_cache_path(
+    backend: str, device_kind: str, device_id: str | None = None, name: str = "roofline"
+) -> Path:
     """``$TPUCOST_CACHE_DIR`` (else ``~/.cache/tpucost``) / ``<name>-<backend>-<device_kind>[-<device_id>].json``.
 
     ``device_id`` is `tpucost.device.fingerprint`'s id: it keeps apart two hosts that share a home
@@ -430,8 +432,16 @@ def calibrate(
 
     roofline = _measure(repeats, min_time_s)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, {"version": _CACHE_VERSION, "jax_version": jax.__version__, "device_id": device_id,
-                             **roofline.to_dict()}, indent=2)
+    write_json_atomic(
+        path,
+        {
+            "version": _CACHE_VERSION,
+            "jax_version": jax.__version__,
+            "device_id": device_id,
+            **roofline.to_dict(),
+        },
+        indent=2,
+    )
     return roofline
 
 
@@ -557,13 +567,21 @@ class AnalyticalModel:
 
 def _copy_kernel_s(rows: int, block_rows: int, repeats: int) -> float:
     """Best wall time (s) of a Pallas copy of a float32[rows, 128] array in blocks of ``block_rows``."""
+
     def body(x_ref, o_ref):
         o_ref[...] = x_ref[...]
 
     spec = pl.BlockSpec((block_rows, 128), lambda i: (i, 0))
-    fn = jax.jit(pl.pallas_call(body, grid=(rows // block_rows,), in_specs=[spec], out_specs=spec,
-                                out_shape=jax.ShapeDtypeStruct((rows, 128), jnp.float32),
-                                interpret=tiles.interpret_mode(jax.default_backend())))
+    fn = jax.jit(
+        pl.pallas_call(
+            body,
+            grid=(rows // block_rows,),
+            in_specs=[spec],
+            out_specs=spec,
+            out_shape=jax.ShapeDtypeStruct((rows, 128), jnp.float32),
+            interpret=tiles.interpret_mode(jax.default_backend()),
+        )
+    )
     return _best_time(fn, (jnp.ones((rows, 128), jnp.float32),), repeats)
 
 
@@ -586,8 +604,10 @@ def step_overhead_ns(repeats: int = 7) -> float:
     many = _copy_kernel_s(2048, 8, repeats)
     value = max(1e9 * (many - one) / 255.0, 0.0)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, {"version": _CACHE_VERSION, "device_id": device_id, "repeats": repeats,
-                             "step_overhead_ns": value})
+    write_json_atomic(
+        path,
+        {"version": _CACHE_VERSION, "device_id": device_id, "repeats": repeats, "step_overhead_ns": value},
+    )
     return value
 
 
@@ -614,13 +634,29 @@ class AnalyticalTileModel:
       scratchpad: working-set budget in bytes (None: `tpucost.backends.scratchpad_bytes`).
     """
 
-    def __init__(self, roofline: DeviceRoofline | None = None, step_ns: float | None = None,
-                 scratchpad: int | None = None):
+    def __init__(
+        self,
+        roofline: DeviceRoofline | None = None,
+        step_ns: float | None = None,
+        scratchpad: int | None = None,
+    ):
         self.roofline = roofline or calibrate()
         self.step_ns = step_overhead_ns() if step_ns is None else float(step_ns)
         self.scratchpad = backends.scratchpad_bytes() if scratchpad is None else int(scratchpad)
 
-    def predict_ns(self, family: str, shape: Sequence[int], dtype: str, configs: Sequence[dict]) -> np.ndarray:
+    def predict_ns(
+        self, family: str, shape: Sequence[int], dtype: str, configs: Sequence[dict]
+    ) -> np.ndarray:
         """Estimated runtime (ns) of each configuration of one kernel, float64[len(configs)]."""
-        return np.asarray([tile_roofline_ns(tiles.tile_cost(family, tuple(shape), dtype, c), self.roofline,
-                                            self.step_ns, self.scratchpad) for c in configs], np.float64)
+        return np.asarray(
+            [
+                tile_roofline_ns(
+                    tiles.tile_cost(family, tuple(shape), dtype, c),
+                    self.roofline,
+                    self.step_ns,
+                    self.scratchpad,
+                )
+                for c in configs
+            ],
+            np.float64,
+        )

@@ -55,15 +55,42 @@ class Backend:
 _CPU_CONFIGURATIONS = ("no_fusion", "no_library_fusion", "no_fusion_at_all", "ynn_dot_only")
 
 BACKENDS: dict[str, Backend] = {
-    "cpu": Backend("cpu", trace_planes="/host:CPU", async_kernels=True, scratchpad_bytes=None, block_lane=128,
-                   pallas_interpret=True, tile_size_scale=1, compile_configurations=_CPU_CONFIGURATIONS, tested=True),
+    "cpu": Backend(
+        "cpu",
+        trace_planes="/host:CPU",
+        async_kernels=True,
+        scratchpad_bytes=None,
+        block_lane=128,
+        pallas_interpret=True,
+        tile_size_scale=1,
+        compile_configurations=_CPU_CONFIGURATIONS,
+        tested=True,
+    ),
     # GPU: interpret mode too (the tile kernels accumulate over a sequential grid axis, which
     # Triton's parallel grid does not give); shared memory of one H100/H200 SM.
-    "gpu": Backend("gpu", trace_planes="/device:GPU:", async_kernels=False, scratchpad_bytes=228 * 2**10,
-                   block_lane=128, pallas_interpret=True, tile_size_scale=1, compile_configurations=(), tested=False),
+    "gpu": Backend(
+        "gpu",
+        trace_planes="/device:GPU:",
+        async_kernels=False,
+        scratchpad_bytes=228 * 2**10,
+        block_lane=128,
+        pallas_interpret=True,
+        tile_size_scale=1,
+        compile_configurations=(),
+        tested=False,
+    ),
     # TPU: Mosaic-compiled; the default scoped VMEM limit of v5e.
-    "tpu": Backend("tpu", trace_planes="/device:TPU:", async_kernels=False, scratchpad_bytes=16 * 2**20,
-                   block_lane=128, pallas_interpret=False, tile_size_scale=4, compile_configurations=(), tested=False),
+    "tpu": Backend(
+        "tpu",
+        trace_planes="/device:TPU:",
+        async_kernels=False,
+        scratchpad_bytes=16 * 2**20,
+        block_lane=128,
+        pallas_interpret=False,
+        tile_size_scale=4,
+        compile_configurations=(),
+        tested=False,
+    ),
 }
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
@@ -73,7 +100,9 @@ def backend(name: str | None = None) -> Backend:
     key = (name or jax.default_backend()).lower()
     key = _ALIASES.get(key, key)
     if key not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; expected one of {sorted(BACKENDS)} (or {sorted(_ALIASES)})")
+        raise ValueError(
+            f"unknown backend {name!r}; expected one of {sorted(BACKENDS)} (or {sorted(_ALIASES)})"
+        )
     return BACKENDS[key]
 
 

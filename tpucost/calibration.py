@@ -12,7 +12,7 @@ falls back to the offset over all kernels):
 
 Offsets are medians of ``log(measured) - log(predicted)`` (robust, and exact for a pure scale).
 The correction also holds the device's dispatch overhead per kernel, measured on the same runs
-(`tpucost.data.kernel.dispatch_ns_per_kernel`), which program totals add to the kernels' sum.
+(`tpucost.data.kernel_collection.dispatch_ns_per_kernel`), which program totals add to the kernels' sum.
 The correction is stored in the user cache under the model's key (a hash of its checkpoint
 files), the device fingerprint's id and the jaxlib version (another compiler cuts programs into
 other kernels), and `tpucost.CostModel.load` applies it automatically on that device and compiler. ``before``/``after`` errors are measured honestly: the correction reported as
@@ -39,7 +39,7 @@ import numpy as np
 from tqdm import tqdm
 
 from tpucost import device
-from tpucost.data import kernel as kernel_data
+from tpucost.data import kernel_collection
 from tpucost.files import bundled_dir, cache_dir, read_json, write_json_atomic
 from tpucost.programs import applicable_configurations, generate_programs
 
@@ -91,9 +91,12 @@ class Correction:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Correction:
         dispatch = d.get("dispatch_ns_per_kernel")
-        return cls({str(k): float(v) for k, v in d["offsets"].items()}, float(d["global_offset"]),
-                   {str(k): int(v) for k, v in d.get("counts", {}).items()},
-                   None if dispatch is None else float(dispatch))
+        return cls(
+            {str(k): float(v) for k, v in d["offsets"].items()},
+            float(d["global_offset"]),
+            {str(k): int(v) for k, v in d.get("counts", {}).items()},
+            None if dispatch is None else float(dispatch),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,9 +113,14 @@ class CalibrationSet:
     pairs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
-def fit_correction(predicted_ns: np.ndarray, measured_ns: np.ndarray, kinds: Sequence[str],
-                   min_per_kind: int = MIN_KERNELS_PER_KIND,
-                   pairs: Sequence[Mapping[str, Any]] = (), mode: str = "per_kind") -> Correction:
+def fit_correction(
+    predicted_ns: np.ndarray,
+    measured_ns: np.ndarray,
+    kinds: Sequence[str],
+    min_per_kind: int = MIN_KERNELS_PER_KIND,
+    pairs: Sequence[Mapping[str, Any]] = (),
+    mode: str = "per_kind",
+) -> Correction:
     """Median log ratio measured/predicted per kind (kinds with ``>= min_per_kind`` kernels) and
     overall; with ``pairs`` (measured programs' log entries), also the dispatch overhead per kernel.
 
@@ -133,14 +141,16 @@ def fit_correction(predicted_ns: np.ndarray, measured_ns: np.ndarray, kinds: Seq
         if mode == "per_kind" and sel.sum() >= min_per_kind:
             offsets[str(kind)] = float(np.median(gap[sel]))
     overall = float(np.median(gap[ok])) if mode != "none" else 0.0
-    return Correction(offsets, overall, counts, kernel_data.dispatch_ns_per_kernel(pairs))
+    return Correction(offsets, overall, counts, kernel_collection.dispatch_ns_per_kernel(pairs))
 
 
 def _median_ape(predicted: np.ndarray, measured: np.ndarray) -> float:
     return float(np.median(100.0 * np.abs(predicted - measured) / measured))
 
 
-def cross_fitted_errors(predicted_ns: np.ndarray, cal: CalibrationSet, mode: str = "per_kind") -> dict[str, Any]:
+def cross_fitted_errors(
+    predicted_ns: np.ndarray, cal: CalibrationSet, mode: str = "per_kind"
+) -> dict[str, Any]:
     """Median APE (%) over calibration kernels before and after correction, 2-fold by program.
 
     Programs are split in two halves (alternating, sorted by id); each half is corrected by the
@@ -155,14 +165,21 @@ def cross_fitted_errors(predicted_ns: np.ndarray, cal: CalibrationSet, mode: str
         if not train.any() or not test.any():
             after[test] = predicted_ns[test]
             continue
-        corr = fit_correction(predicted_ns[train], cal.measured_ns[train], [cal.kinds[i] for i in np.flatnonzero(train)],
-                              mode=mode)
+        corr = fit_correction(
+            predicted_ns[train],
+            cal.measured_ns[train],
+            [cal.kinds[i] for i in np.flatnonzero(train)],
+            mode=mode,
+        )
         after[test] = corr.apply(predicted_ns[test], [cal.kinds[i] for i in np.flatnonzero(test)])
-    return {"kernels": int(len(predicted_ns)), "programs": len(programs),
-            "median_ape_before": _median_ape(predicted_ns, cal.measured_ns),
-            "median_ape_after": _median_ape(after, cal.measured_ns),
-            "program_total_ape_before": _total_ape(predicted_ns, cal),
-            "program_total_ape_after": _total_ape(after, cal)}
+    return {
+        "kernels": int(len(predicted_ns)),
+        "programs": len(programs),
+        "median_ape_before": _median_ape(predicted_ns, cal.measured_ns),
+        "median_ape_after": _median_ape(after, cal.measured_ns),
+        "program_total_ape_before": _total_ape(predicted_ns, cal),
+        "program_total_ape_after": _total_ape(after, cal),
+    }
 
 
 def choose_correction(predicted_ns: np.ndarray, cal: CalibrationSet) -> tuple[Correction, dict[str, Any]]:
@@ -174,15 +191,20 @@ def choose_correction(predicted_ns: np.ndarray, cal: CalibrationSet) -> tuple[Co
     errors = {mode: cross_fitted_errors(predicted_ns, cal, mode) for mode in MODES}
     best = min(MODES, key=lambda m: errors[m]["median_ape_after"])
     correction = fit_correction(predicted_ns, cal.measured_ns, cal.kinds, pairs=cal.pairs, mode=best)
-    return correction, {**errors[best], "mode": best,
-                        "modes": {m: errors[m]["median_ape_after"] for m in MODES}}
+    return correction, {
+        **errors[best],
+        "mode": best,
+        "modes": {m: errors[m]["median_ape_after"] for m in MODES},
+    }
 
 
 def _total_ape(predicted: np.ndarray, cal: CalibrationSet) -> float:
     """Median over programs of the APE (%) of the summed kernel predictions."""
     ids = np.asarray(cal.program_ids)
-    errors = [abs(predicted[ids == p].sum() - cal.measured_ns[ids == p].sum()) / cal.measured_ns[ids == p].sum()
-              for p in np.unique(ids)]
+    errors = [
+        abs(predicted[ids == p].sum() - cal.measured_ns[ids == p].sum()) / cal.measured_ns[ids == p].sum()
+        for p in np.unique(ids)
+    ]
     return float(100.0 * np.median(errors))
 
 
@@ -194,23 +216,38 @@ def calibration_programs(n: int = 26) -> list[Any]:
     return list(generate_programs(n, CALIBRATION_SEED))
 
 
-def measure_calibration_set(n_programs: int = 26, repeats: int = 10, configurations: Sequence[str] = ("default",),
-                            progress: bool = True) -> CalibrationSet:
+def measure_calibration_set(
+    n_programs: int = 26,
+    repeats: int = 10,
+    configurations: Sequence[str] = ("default",),
+    progress: bool = True,
+) -> CalibrationSet:
     """Measure the calibration programs' kernels on this device (label mode of `tpucost.device`)."""
     start = time.perf_counter()
     graphs, kinds, measured, program_ids, logged = [], [], [], [], []
-    pairs = [(p, c) for p in calibration_programs(n_programs) for c in applicable_configurations(p)
-             if c in configurations]
+    pairs = [
+        (p, c)
+        for p in calibration_programs(n_programs)
+        for c in applicable_configurations(p)
+        if c in configurations
+    ]
     for program, config in tqdm(pairs, disable=not progress, desc="calibrate", unit="program"):
-        records, entry = kernel_data.measure_program(program, config, repeats)
+        records, entry = kernel_collection.measure_program(program, config, repeats)
         logged.append(entry)
         for i in range(len(records)):
             graphs.append(records.graph(i))
             kinds.append(str(records.kind[i]))
             measured.append(float(records.runtime_ns[i]))
             program_ids.append(f"{program.program_id}/{config}")
-    return CalibrationSet(graphs, kinds, np.asarray(measured), program_ids, device.fingerprint(),
-                          time.perf_counter() - start, logged)
+    return CalibrationSet(
+        graphs,
+        kinds,
+        np.asarray(measured),
+        program_ids,
+        device.fingerprint(),
+        time.perf_counter() - start,
+        logged,
+    )
 
 
 def model_key(files: Sequence[Path]) -> str:
@@ -269,9 +306,20 @@ def compiler_summary(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     for (device_id, jaxlib), runs in groups.items():
         before = [r["median_ape_before"] for r in runs]
         after = [r["median_ape_after"] for r in runs]
-        rows.append({"device": device_id, "cpu_model": runs[0]["device"].get("cpu_model"), "jaxlib": jaxlib,
-                     "trained_on_jaxlib": (runs[0].get("trained_on") or {}).get("jaxlib"), "runs": len(runs),
-                     "kernels": runs[0]["kernels"], "programs": runs[0]["programs"],
-                     "before_min": min(before), "before_max": max(before), "after_min": min(after),
-                     "after_max": max(after), "modes": sorted({r["mode"] for r in runs})})
+        rows.append(
+            {
+                "device": device_id,
+                "cpu_model": runs[0]["device"].get("cpu_model"),
+                "jaxlib": jaxlib,
+                "trained_on_jaxlib": (runs[0].get("trained_on") or {}).get("jaxlib"),
+                "runs": len(runs),
+                "kernels": runs[0]["kernels"],
+                "programs": runs[0]["programs"],
+                "before_min": min(before),
+                "before_max": max(before),
+                "after_min": min(after),
+                "after_max": max(after),
+                "modes": sorted({r["mode"] for r in runs}),
+            }
+        )
     return rows

@@ -148,8 +148,10 @@ def _restore_like(template: Any, loaded: Any, path: Path, where: str = "params")
     except (TypeError, ValueError) as err:
         raise ValueError(f"checkpoint {path}: field {where} is not an array ({_one_line(err)})") from err
     if arr.shape != np.shape(template) or arr.dtype.kind not in "fiub":
-        raise ValueError(f"checkpoint {path}: field {where} has shape {arr.shape} ({arr.dtype}), "
-                         f"the model needs {np.shape(template)}")
+        raise ValueError(
+            f"checkpoint {path}: field {where} has shape {arr.shape} ({arr.dtype}), "
+            f"the model needs {np.shape(template)}"
+        )
     return arr.astype(np.asarray(template).dtype)
 
 
@@ -178,7 +180,9 @@ def _from_leaves(template: Any, loaded: Any, path: Path, where: str) -> Any:
     for i, t in enumerate(leaves):
         arr = np.asarray(loaded.get(str(i)))
         if arr.shape != np.shape(t):
-            raise ValueError(f"checkpoint {path}: field {where}/{i} has shape {arr.shape}, expected {np.shape(t)}")
+            raise ValueError(
+                f"checkpoint {path}: field {where}/{i} has shape {arr.shape}, expected {np.shape(t)}"
+            )
         new.append(jnp.asarray(arr, dtype=jnp.asarray(t).dtype))
     return jax.tree.unflatten(treedef, new)
 
@@ -192,8 +196,15 @@ def _config_json(model_config: ModelConfig, train: dict | None, metadata: dict, 
     clash = sorted(_RESERVED & set(metadata))
     if clash:
         raise ValueError(f"task metadata may not use the checkpoint's own keys {clash}")
-    return {**metadata, "format_version": FORMAT_VERSION, "train": train, "model": model_config.to_dict(),
-            "jax_version": jax.__version__, "flax_version": flax.__version__, "extra": extra or {}}
+    return {
+        **metadata,
+        "format_version": FORMAT_VERSION,
+        "train": train,
+        "model": model_config.to_dict(),
+        "jax_version": jax.__version__,
+        "flax_version": flax.__version__,
+        "extra": extra or {},
+    }
 
 
 def _swap_in(tmp: Path, path: Path) -> None:
@@ -207,8 +218,13 @@ def _swap_in(tmp: Path, path: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def save(path_dir: str | os.PathLike, model: nnx.Module, config: Any, metadata: dict[str, Any] | None = None,
-         extra: dict[str, Any] | None = None) -> Path:
+def save(
+    path_dir: str | os.PathLike,
+    model: nnx.Module,
+    config: Any,
+    metadata: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
     """Write ``params.msgpack`` and ``config.json`` to ``path_dir`` (a temporary folder, then a swap).
 
     Args:
@@ -240,8 +256,10 @@ def save(path_dir: str | os.PathLike, model: nnx.Module, config: Any, metadata: 
 def _model_config(path: Path, meta: dict[str, Any]) -> ModelConfig:
     """The saved ModelConfig (its feature spec included)."""
     if meta.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"checkpoint {path}: field 'format_version': {meta.get('format_version')!r}, expected "
-                         f"{FORMAT_VERSION} (a checkpoint of another tpucost version)")
+        raise ValueError(
+            f"checkpoint {path}: field 'format_version': {meta.get('format_version')!r}, expected "
+            f"{FORMAT_VERSION} (a checkpoint of another tpucost version)"
+        )
     model = meta["model"]
     if not isinstance(model, dict) or "features" not in model:
         raise ValueError(f"checkpoint {path}: field 'model' should be an object with the model's 'features'")
@@ -251,7 +269,9 @@ def _model_config(path: Path, meta: dict[str, Any]) -> ModelConfig:
         raise ValueError(f"checkpoint {path}: field 'model': {_one_line(err)}") from err
 
 
-def load(path_dir: str | os.PathLike, spec: FeatureSpec | None = None, *, spec_of: str = "the data") -> SavedModel:
+def load(
+    path_dir: str | os.PathLike, spec: FeatureSpec | None = None, *, spec_of: str = "the data"
+) -> SavedModel:
     """Load a `save` folder.
 
     Args:
@@ -347,11 +367,14 @@ def _check_written_for(path: Path, saved: dict[str, Any], config: Any, task: dic
     if model != config.model:
         raise ValueError(f"{path} was written for another model config; use a fresh workdir")
     if not same_task:
-        raise ValueError(f"{path} was written for another task or data (its task metadata differs); "
-                         "use a fresh workdir")
+        raise ValueError(
+            f"{path} was written for another task or data (its task metadata differs); use a fresh workdir"
+        )
 
 
-def load_train_state(path: str | os.PathLike, template: TrainState, config: Any, task: dict[str, Any]) -> TrainState:
+def load_train_state(
+    path: str | os.PathLike, template: TrainState, config: Any, task: dict[str, Any]
+) -> TrainState:
     """The `save_train_state` file at ``path``, its arrays shaped like ``template``'s.
 
     Raises:
@@ -362,16 +385,34 @@ def load_train_state(path: str | os.PathLike, template: TrainState, config: Any,
     saved = _read_msgpack(path)
     if not isinstance(saved, dict):
         raise ValueError(f"checkpoint {path}: expected a map, got {type(saved).__name__}")
-    _require(path, saved, ("epoch", "model_config", "params", "opt_state", "best_params", "best_epoch",
-                           "best_val", "bad_epochs", "history"))
+    _require(
+        path,
+        saved,
+        (
+            "epoch",
+            "model_config",
+            "params",
+            "opt_state",
+            "best_params",
+            "best_epoch",
+            "best_val",
+            "bad_epochs",
+            "history",
+        ),
+    )
     _check_written_for(path, saved, config, task)
     params = _from_leaves(template.params, saved["params"], path, "params")
     try:
         history = {k: [float(x) for x in saved["history"][k]] for k in template.history}
-        return TrainState(epoch=int(saved["epoch"]), params=params,
-                          opt_state=_from_leaves(template.opt_state, saved["opt_state"], path, "opt_state"),
-                          best_params=_from_leaves(params, saved["best_params"], path, "best_params"),
-                          best_epoch=int(saved["best_epoch"]), best_val=float(saved["best_val"]),
-                          bad_epochs=int(saved["bad_epochs"]), history=history)
+        return TrainState(
+            epoch=int(saved["epoch"]),
+            params=params,
+            opt_state=_from_leaves(template.opt_state, saved["opt_state"], path, "opt_state"),
+            best_params=_from_leaves(params, saved["best_params"], path, "best_params"),
+            best_epoch=int(saved["best_epoch"]),
+            best_val=float(saved["best_val"]),
+            bad_epochs=int(saved["bad_epochs"]),
+            history=history,
+        )
     except (KeyError, TypeError) as err:
         raise ValueError(f"checkpoint {path}: a field is malformed ({_one_line(err)})") from err

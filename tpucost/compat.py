@@ -25,8 +25,15 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-__all__ = ["ModuleList", "ModuleDict", "LIBRARY_FUSION_OPTIONS", "library_fusions_off", "supports_compile_options",
-           "unsupported_compile_options", "backend_started"]
+__all__ = [
+    "ModuleList",
+    "ModuleDict",
+    "LIBRARY_FUSION_OPTIONS",
+    "library_fusions_off",
+    "supports_compile_options",
+    "unsupported_compile_options",
+    "backend_started",
+]
 
 #: A list of sub-modules as a module attribute: ``nnx.List`` where flax has it, else ``list``.
 ModuleList = getattr(nnx, "List", list)

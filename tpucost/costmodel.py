@@ -6,7 +6,7 @@ folder (`tpucost.tasks.kernel.run_experiment` writes them; the bundled ones are 
 `predict_program(fn, *args)` give per-kernel and total estimates for a whole program (compiled,
 never run): the total is the sum of its kernels (each times its calls per run) plus the device's
 dispatch overhead per kernel, measured on the training programs
-(`tpucost.data.kernel.dispatch_ns_per_kernel`) and stored with the checkpoint.
+(`tpucost.data.kernel_collection.dispatch_ns_per_kernel`) and stored with the checkpoint.
 
 A model predicts runtimes of the device that measured its training labels. On another device
 `load` applies the correction `calibrate` stored for this model and device (`tpucost.calibration`),
@@ -35,6 +35,7 @@ __all__ = [
     "default_model_dir",
 ]
 
+
 def default_model_dir(split: str = "random") -> Path:
     """The bundled checkpoints of a split: ``tpucost.files.bundled_dir() / "checkpoints" / "kernel-<split>"``."""
     return checkpoint.bundled_checkpoints_dir() / f"kernel-{split}"
@@ -58,8 +59,12 @@ class ProgramEstimate:
         return self.kernels_ns + self.dispatch_ns
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kernels": self.kernels, "kernels_ns": self.kernels_ns, "dispatch_ns": self.dispatch_ns,
-                "total_ns": self.total_ns}
+        return {
+            "kernels": self.kernels,
+            "kernels_ns": self.kernels_ns,
+            "dispatch_ns": self.dispatch_ns,
+            "total_ns": self.total_ns,
+        }
 
 
 class CostModel:
@@ -73,8 +78,15 @@ class CostModel:
     overhead of the training device (0 when unknown); a correction may replace it.
     """
 
-    def __init__(self, method: str, predict_fn: Callable[[list[KernelGraph]], np.ndarray], meta: Mapping[str, Any],
-                 key: str = "", trained_on: Mapping[str, Any] | None = None, trained_dispatch_ns: float | None = None):
+    def __init__(
+        self,
+        method: str,
+        predict_fn: Callable[[list[KernelGraph]], np.ndarray],
+        meta: Mapping[str, Any],
+        key: str = "",
+        trained_on: Mapping[str, Any] | None = None,
+        trained_dispatch_ns: float | None = None,
+    ):
         self.method = method
         self._predict_fn = predict_fn
         self.meta = dict(meta)
@@ -91,8 +103,13 @@ class CostModel:
         return self.trained_dispatch_ns
 
     @classmethod
-    def load(cls, model_dir: str | Path | None = None, method: str = "gnn", split: str = "random",
-             calibrated: bool = True) -> CostModel:
+    def load(
+        cls,
+        model_dir: str | Path | None = None,
+        method: str = "gnn",
+        split: str = "random",
+        calibrated: bool = True,
+    ) -> CostModel:
         """Load ``method`` from ``model_dir`` (default: the bundled checkpoints of ``split``).
 
         With ``calibrated`` (the default), a correction stored by `calibrate` for this model on
@@ -107,8 +124,14 @@ class CostModel:
         except FileNotFoundError as err:
             hint = f" {missing_bundled_hint(root)}" if model_dir is None else ""
             raise FileNotFoundError(f"{err}{hint}") from None
-        loaded = cls(method, saved.predict, saved.meta, calibration.model_key(saved.files), saved.trained_on,
-                     saved.dispatch_ns_per_kernel)
+        loaded = cls(
+            method,
+            saved.predict,
+            saved.meta,
+            calibration.model_key(saved.files),
+            saved.trained_on,
+            saved.dispatch_ns_per_kernel,
+        )
         if calibrated:
             loaded._use_device_at_hand(root)
         return loaded
@@ -123,14 +146,21 @@ class CostModel:
         trained = self.trained_on or {}
         reasons = []
         if trained.get("id") != here["id"]:
-            reasons.append(f"learned runtimes measured on {device.describe(trained)}; this is {device.describe(here)}")
+            reasons.append(
+                f"learned runtimes measured on {device.describe(trained)}; this is {device.describe(here)}"
+            )
         if trained.get("jaxlib") and trained["jaxlib"] != here["jaxlib"]:
-            reasons.append(f"learned kernels compiled by jaxlib {trained['jaxlib']}; this is jaxlib {here['jaxlib']}, "
-                           "whose XLA cuts programs into other kernels")
+            reasons.append(
+                f"learned kernels compiled by jaxlib {trained['jaxlib']}; this is jaxlib {here['jaxlib']}, "
+                "whose XLA cuts programs into other kernels"
+            )
         if reasons:
-            device.warn_once(f"tpucost: the {self.method} model in {root} {'; it '.join(reasons)}. Its predictions "
-                             f"are for the other setting: run `python -m tpucost calibrate --model {root} --method "
-                             f"{self.method}` to measure the error here and correct it", stacklevel=3)
+            device.warn_once(
+                f"tpucost: the {self.method} model in {root} {'; it '.join(reasons)}. Its predictions "
+                f"are for the other setting: run `python -m tpucost calibrate --model {root} --method "
+                f"{self.method}` to measure the error here and correct it",
+                stacklevel=3,
+            )
 
     def predict(self, items: Sequence[Kernel | KernelGraph]) -> np.ndarray:
         """Predicted runtime (ns) per kernel, float64[len(items)]; kernels are featurized first.
@@ -157,8 +187,13 @@ class CostModel:
         cal = calibration.measure_calibration_set(n_programs, repeats, progress=progress)
         raw = np.asarray(self._predict_fn(cal.graphs), np.float64)
         correction, errors = calibration.choose_correction(raw, cal)
-        report = {"method": self.method, **errors,
-                  "device": cal.device, "trained_on": self.trained_on, "seconds": cal.seconds}
+        report = {
+            "method": self.method,
+            **errors,
+            "device": cal.device,
+            "trained_on": self.trained_on,
+            "seconds": cal.seconds,
+        }
         path = calibration.save_correction(self.key, correction, report)
         self.correction = correction
         return {**report, "correction": correction.to_dict(), "path": str(path)}
@@ -167,12 +202,18 @@ class CostModel:
         """Estimates for every kernel of an optimized HLO module (`tpucost.kernels.decompose`)."""
         ks = kernels.decompose(hlo.parse_module(text, source=source))
         predicted = self.predict(ks)
-        rows = [{"name": k.name, "kind": k.kind, "predicted_ns": float(p), "calls_per_run": k.calls_per_run}
-                for k, p in zip(ks, predicted, strict=True)]
-        return ProgramEstimate(rows, float(sum(r["predicted_ns"] * r["calls_per_run"] for r in rows)),
-                               self.dispatch_ns_per_kernel * len(rows))
+        rows = [
+            {"name": k.name, "kind": k.kind, "predicted_ns": float(p), "calls_per_run": k.calls_per_run}
+            for k, p in zip(ks, predicted, strict=True)
+        ]
+        return ProgramEstimate(
+            rows,
+            float(sum(r["predicted_ns"] * r["calls_per_run"] for r in rows)),
+            self.dispatch_ns_per_kernel * len(rows),
+        )
 
-    def predict_program(self, fn: Callable[..., Any], *args: Any,
-                        compiler_options: Mapping[str, Any] | None = None) -> ProgramEstimate:
+    def predict_program(
+        self, fn: Callable[..., Any], *args: Any, compiler_options: Mapping[str, Any] | None = None
+    ) -> ProgramEstimate:
         """Compile ``fn`` for ``args`` (never run it) and estimate each kernel and the total."""
         return self.predict_hlo(compile_fn(fn, args, compiler_options).as_text())

@@ -62,9 +62,27 @@ LABEL_MODE = "one kernel at a time on one core"
 #: Fields that name the hardware; the fingerprint's ``id`` hashes them.
 IDENTITY_FIELDS: tuple[str, ...] = ("backend", "device_kind", "cpu_model", "cpu_isa")
 #: CPU flags (as /proc/cpuinfo spells them) that change how fast kernels run.
-ISA_FLAGS: tuple[str, ...] = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
-                              "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
-                              "asimd", "sve", "sve2", "bf16", "i8mm")
+ISA_FLAGS: tuple[str, ...] = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",
+    "sve",
+    "sve2",
+    "bf16",
+    "i8mm",
+)
 
 
 _warned: set[str] = set()
@@ -104,7 +122,9 @@ def pin_to_one_core(core: int | None = None) -> int:
             platform cannot pin (not Linux).
     """
     if not hasattr(os, "sched_setaffinity"):
-        raise RuntimeError("pin_to_one_core needs Linux (os.sched_setaffinity); run one program at a time instead")
+        raise RuntimeError(
+            "pin_to_one_core needs Linux (os.sched_setaffinity); run one program at a time instead"
+        )
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) == 1 and core in (None, allowed[0]):
         return allowed[0]
@@ -112,7 +132,8 @@ def pin_to_one_core(core: int | None = None) -> int:
         raise RuntimeError(
             f"JAX's backend already started on {len(allowed)} cores, so kernels may still overlap: call "
             "tpucost.device.pin_to_one_core() before the first JAX computation (or restart the kernel), "
-            "or start Python under `taskset -c 0`")
+            "or start Python under `taskset -c 0`"
+        )
     chosen = allowed[0] if core is None else core
     if chosen not in allowed:
         raise RuntimeError(f"core {chosen} is not one this process may use ({allowed})")
@@ -129,7 +150,11 @@ def cpu_info() -> dict[str, Any]:
             for line in f:
                 key, _, value = line.partition(":")
                 key = key.strip().lower()
-                if key in ("model name", "cpu model") and model in ("", platform.machine(), platform.processor()):
+                if key in ("model name", "cpu model") and model in (
+                    "",
+                    platform.machine(),
+                    platform.processor(),
+                ):
                     model = value.strip()
                 elif key in ("flags", "features") and not flags:
                     flags = set(value.split())
@@ -161,7 +186,9 @@ def _identity_hash(fields: Mapping[str, Any]) -> str:
 
 def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """Where two fingerprints' hardware or label mode differ, as ``"field: a != b"`` strings."""
-    return [f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in (*IDENTITY_FIELDS, "label_mode") if a.get(k) != b.get(k)]
+    return [
+        f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in (*IDENTITY_FIELDS, "label_mode") if a.get(k) != b.get(k)
+    ]
 
 
 def describe(fp: Mapping[str, Any] | None) -> str:
@@ -169,6 +196,9 @@ def describe(fp: Mapping[str, Any] | None) -> str:
     if not fp:
         return "an unrecorded device"
     isa = ",".join(x for x in fp.get("cpu_isa", []) if x.startswith(("avx", "amx", "sve", "asimd"))) or "-"
-    where = (f"{fp.get('backend')} {fp.get('cpu_model')!r} ({isa}), {fp.get('cores')} core(s)"
-             if fp.get("backend") == "cpu" else f"{fp.get('backend')} {fp.get('device_kind')!r} x{fp.get('device_count')}")
+    where = (
+        f"{fp.get('backend')} {fp.get('cpu_model')!r} ({isa}), {fp.get('cores')} core(s)"
+        if fp.get("backend") == "cpu"
+        else f"{fp.get('backend')} {fp.get('device_kind')!r} x{fp.get('device_count')}"
+    )
     return f"{where}, jax {fp.get('jax')} [{fp.get('id')}]"

@@ -200,7 +200,9 @@ def top_k_slowdown(scores: Any, runtime_ns: Any, k: int) -> float:
     return float(t[picked].min() / t.min() - 1.0)
 
 
-def ranking_metrics(scores: Sequence[Any], runtime_ns: Sequence[Any], ks: Sequence[int] = TOP_K) -> dict[str, Any]:
+def ranking_metrics(
+    scores: Sequence[Any], runtime_ns: Sequence[Any], ks: Sequence[int] = TOP_K
+) -> dict[str, Any]:
     """Mean Kendall tau over kernels and mean top-k slowdowns (the paper's Table 3 metrics).
 
     Args:
@@ -228,5 +230,10 @@ def ranking_metrics(scores: Sequence[Any], runtime_ns: Sequence[Any], ks: Sequen
 
 def top_k_curve(scores: Sequence[Any], runtime_ns: Sequence[Any], max_k: int = 10) -> np.ndarray:
     """Mean `top_k_slowdown` over kernels for k = 1..max_k: float64[max_k] (for `plots.top_k_curves`)."""
-    return np.asarray([np.mean([top_k_slowdown(s, t, k) for s, t in zip(scores, runtime_ns, strict=True)])
-                       for k in range(1, max_k + 1)], dtype=np.float64)
+    return np.asarray(
+        [
+            np.mean([top_k_slowdown(s, t, k) for s, t in zip(scores, runtime_ns, strict=True)])
+            for k in range(1, max_k + 1)
+        ],
+        dtype=np.float64,
+    )

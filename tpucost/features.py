@@ -233,10 +233,16 @@ class FeatureSpec:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown, missing = set(d) - names, {"layout", "num_node_features", "num_opcodes"} - set(d)
         if unknown or missing:
-            raise ValueError(f"a feature spec needs fields {sorted(names)}; missing {sorted(missing)}, "
-                             f"unknown {sorted(unknown)}")
-        return cls(str(d["layout"]), int(d["num_node_features"]), int(d["num_opcodes"]),
-                   int(d.get("num_config_features", 0)))
+            raise ValueError(
+                f"a feature spec needs fields {sorted(names)}; missing {sorted(missing)}, "
+                f"unknown {sorted(unknown)}"
+            )
+        return cls(
+            str(d["layout"]),
+            int(d["num_node_features"]),
+            int(d["num_opcodes"]),
+            int(d.get("num_config_features", 0)),
+        )
 
     def describe(self) -> str:
         """One line: the layout (a long fingerprint cut to 12 characters) and the widths."""
@@ -252,7 +258,9 @@ class FeatureSpec:
           mine, theirs: what carries each spec, e.g. ``"checkpoint DIR"`` and ``"data set DIR"``.
         """
         if other != self:
-            raise ValueError(f"{mine} uses feature layout {self.describe()}, but {theirs} uses {other.describe()}")
+            raise ValueError(
+                f"{mine} uses feature layout {self.describe()}, but {theirs} uses {other.describe()}"
+            )
 
 
 #: tpucost's own feature layout: `featurize` graphs (`NODE_FEATURE_NAMES`, `OPCODE_VOCAB`).
@@ -604,8 +612,11 @@ def shared_buckets(chunks: Sequence[Sequence[KernelGraph]]) -> tuple[list[int], 
     nodes = max(sum(g.num_nodes for g in c) for c in real) + 1
     edges = max(sum(g.num_edges for g in c) for c in real)
     graphs = max(max(len(c) for c in real) + 1, 2)
-    return ([bucket(nodes, DEFAULT_NODE_BUCKETS, "nodes")], [bucket(edges, DEFAULT_EDGE_BUCKETS, "edges")],
-            [bucket(graphs, DEFAULT_GRAPH_BUCKETS, "graphs")])
+    return (
+        [bucket(nodes, DEFAULT_NODE_BUCKETS, "nodes")],
+        [bucket(edges, DEFAULT_EDGE_BUCKETS, "edges")],
+        [bucket(graphs, DEFAULT_GRAPH_BUCKETS, "graphs")],
+    )
 
 
 def pad_to_bucket(

@@ -96,7 +96,9 @@ def read_json_object(path: str | os.PathLike, what: str = "") -> dict[str, Any]:
     """`read_json` of a file that must hold a JSON object."""
     value = read_json(path, what)
     if not isinstance(value, dict):
-        raise ValueError(f"{what + ' ' if what else ''}{path}: expected a JSON object, got {type(value).__name__}")
+        raise ValueError(
+            f"{what + ' ' if what else ''}{path}: expected a JSON object, got {type(value).__name__}"
+        )
     return value
 
 
@@ -132,9 +134,15 @@ def bundled_dir() -> Path:
 
 def missing_bundled_hint(path: Path) -> str:
     """The sentence a default-path error ends with: where it looked and how to look elsewhere."""
-    where = f"${DATA_DIR_ENV}={os.environ[DATA_DIR_ENV]}" if os.environ.get(DATA_DIR_ENV) else "the installed package"
-    return (f"(looked in {path}, from {where}; set {DATA_DIR_ENV} to a folder laid out like tpucost/bundled/ "
-            f"or pass a path explicitly)")
+    where = (
+        f"${DATA_DIR_ENV}={os.environ[DATA_DIR_ENV]}"
+        if os.environ.get(DATA_DIR_ENV)
+        else "the installed package"
+    )
+    return (
+        f"(looked in {path}, from {where}; set {DATA_DIR_ENV} to a folder laid out like tpucost/bundled/ "
+        f"or pass a path explicitly)"
+    )
 
 
 def cache_dir() -> Path:
@@ -157,8 +165,15 @@ def check_array(path: Any, name: str, array: np.ndarray, dtype: str, shape: tupl
             raise ValueError(f"{path}: field {name!r}: dtype {array.dtype}, expected {expected}")
     elif array.dtype != np.dtype(dtype):
         raise ValueError(f"{path}: field {name!r}: dtype {array.dtype}, expected {np.dtype(dtype)}")
-    if array.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, array.shape, strict=True)):
-        expected = "(" + ", ".join("n" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+    if array.ndim != len(shape) or any(
+        s is not None and s != a for s, a in zip(shape, array.shape, strict=True)
+    ):
+        expected = (
+            "("
+            + ", ".join("n" if s is None else str(s) for s in shape)
+            + ("," if len(shape) == 1 else "")
+            + ")"
+        )
         raise ValueError(f"{path}: field {name!r}: shape {array.shape}, expected {expected}")
     if array.dtype.kind == "f" and array.size and not np.all(np.isfinite(array)):
         raise ValueError(f"{path}: field {name!r}: non-finite values")
@@ -168,5 +183,7 @@ def check_offsets(path: Any, name: str, offsets: np.ndarray, count: int, length:
     """``offsets`` is int64[count + 1], non-decreasing from 0 to ``length`` (that of ``target``)."""
     check_array(path, name, offsets, "i8", (count + 1,))
     if offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != length:
-        raise ValueError(f"{path}: field {name!r}: not {count + 1} non-decreasing offsets from 0 to "
-                         f"len({target}) = {length}")
+        raise ValueError(
+            f"{path}: field {name!r}: not {count + 1} non-decreasing offsets from 0 to "
+            f"len({target}) = {length}"
+        )

@@ -203,7 +203,9 @@ class Window:
 
     @property
     def rank(self) -> int:
-        return max(len(self.size), len(self.stride), len(self.pad), len(self.lhs_dilate), len(self.rhs_dilate))
+        return max(
+            len(self.size), len(self.stride), len(self.pad), len(self.lhs_dilate), len(self.rhs_dilate)
+        )
 
 
 @dataclass
@@ -372,7 +374,13 @@ class _Parser:
         line, col = self.where(pos)
         end = self.text.find("\n", pos)
         snippet = self.text[pos : end if end != -1 else len(self.text)][:60]
-        found = f"found {snippet!r}" if snippet.strip() else "found end of line" if end != -1 else "found end of input"
+        found = (
+            f"found {snippet!r}"
+            if snippet.strip()
+            else "found end of line"
+            if end != -1
+            else "found end of input"
+        )
         return HloParseError(f"{message}; {found}", line, col, self.source)
 
     # -- tokens -----------------------------------------------------------------------------
@@ -743,7 +751,9 @@ class _Parser:
         else:
             self.expect("}", "'}' to close the layout")
         if minor_to_major and sorted(minor_to_major) != list(range(rank)):
-            raise self.error(f"layout {{{','.join(map(str, minor_to_major))}}} does not fit a rank-{rank} shape")
+            raise self.error(
+                f"layout {{{','.join(map(str, minor_to_major))}}} does not fit a rank-{rank} shape"
+            )
         return Layout(tuple(minor_to_major), tuple(tiles), memory_space, "".join(extra))
 
     # -- attribute values -------------------------------------------------------------------
@@ -919,7 +929,9 @@ def _window(p: _Parser, value: str, pos: int) -> Window:
             for part in parts:
                 lo_hi = part.split("_")
                 if len(lo_hi) != 2:
-                    raise p.error(f"window pad {part!r}: expects padding_low and padding_high separated by '_'", pos)
+                    raise p.error(
+                        f"window pad {part!r}: expects padding_low and padding_high separated by '_'", pos
+                    )
                 pads.append(tuple(_int_or_error(p, s, pos, "padding") for s in lo_hi))
             fields["pad"] = tuple(pads)
         elif key in ("size", "stride", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
@@ -1082,7 +1094,9 @@ def _check_alias(p: _Parser, value: str, pos: int) -> None:
         raise p.error("input_output_alias expects { {output index}: (param, {param index}) ... }", pos)
     for item in _split_top(value[1:-1]):
         if not _ALIAS_ENTRY.fullmatch(item.strip()):
-            raise p.error(f"input_output_alias: malformed entry {item.strip()!r}; expects '}}' at the end", pos)
+            raise p.error(
+                f"input_output_alias: malformed entry {item.strip()!r}; expects '}}' at the end", pos
+            )
 
 
 def _check_instruction(p: _Parser, inst: Instruction, pos: int) -> None:
@@ -1097,7 +1111,11 @@ def _check_instruction(p: _Parser, inst: Instruction, pos: int) -> None:
             raise p.error(f"conditional {inst.name!r} needs branch_computations", pos)
     if op == "while" and not {"body", "condition"} <= inst.attributes.keys():
         raise p.error(f"while {inst.name!r} needs body= and condition=", pos)
-    if op in ("fusion", "call", "async-start") and "calls" not in inst.attributes and "to_apply" not in inst.attributes:
+    if (
+        op in ("fusion", "call", "async-start")
+        and "calls" not in inst.attributes
+        and "to_apply" not in inst.attributes
+    ):
         if op != "async-start" or "async_wrapped_opcode" not in inst.attributes:
             raise p.error(f"{op} {inst.name!r} needs calls=", pos)
     if op == "get-tuple-element" and "index" not in inst.attributes:
@@ -1110,7 +1128,9 @@ def _check_computation(p: _Parser, comp: Computation) -> None:
     roots = 0
     for inst in comp.instructions:
         if inst.name in defined and "#" not in inst.name:
-            raise p.error(f"instruction {inst.name!r} is defined twice in computation {comp.name!r} (line {inst.line})")
+            raise p.error(
+                f"instruction {inst.name!r} is defined twice in computation {comp.name!r} (line {inst.line})"
+            )
         defined[inst.name] = inst
         roots += inst.is_root
     if roots > 1:
@@ -1135,11 +1155,17 @@ def _check_called_computations(p: _Parser, computations: dict[str, Computation])
             for callee in inst.called_computations:
                 if callee not in computations:
                     raise HloParseError(
-                        f"computation {callee!r} called by {inst.name!r} is not defined", inst.line, 1, p.source
+                        f"computation {callee!r} called by {inst.name!r} is not defined",
+                        inst.line,
+                        1,
+                        p.source,
                     )
             if inst.opcode in ("async-update", "async-done") and "calls" in inst.attributes and inst.operands:
                 start = by_name.get(inst.operands[0])
-                if start is not None and start.attributes.get("calls") not in (None, inst.attributes["calls"]):
+                if start is not None and start.attributes.get("calls") not in (
+                    None,
+                    inst.attributes["calls"],
+                ):
                     raise HloParseError(
                         f"{inst.opcode} {inst.name!r} calls {inst.attributes['calls']!r} but its async-start "
                         f"{start.name!r} calls {start.attributes['calls']!r}",
@@ -1253,16 +1279,42 @@ def _wrap_async_shorthand(comp: Computation, existing: dict[str, Computation]) -
             k += 1
             name = f"async_wrapped.{k}"
         operand_shapes = list(inst.shape.tuple_shapes[0].tuple_shapes) if inst.shape.is_tuple else []
-        result = inst.shape.tuple_shapes[1] if inst.shape.is_tuple and len(inst.shape.tuple_shapes) > 1 else _UNKNOWN
+        result = (
+            inst.shape.tuple_shapes[1]
+            if inst.shape.is_tuple and len(inst.shape.tuple_shapes) > 1
+            else _UNKNOWN
+        )
         params = [
-            Instruction("async_param", "parameter", operand_shapes[i] if i < len(operand_shapes) else _UNKNOWN,
-                        attributes={"parameter_number": i}, line=inst.line)
+            Instruction(
+                "async_param",
+                "parameter",
+                operand_shapes[i] if i < len(operand_shapes) else _UNKNOWN,
+                attributes={"parameter_number": i},
+                line=inst.line,
+            )
             for i in range(len(inst.operands))
         ]
-        keep = {k: v for k, v in inst.attributes.items() if k not in ("async_wrapped_opcode", "async_execution_thread")}
-        called = [c for k, v in keep.items() if k in _COMPUTATION_ATTRS for c in (v if isinstance(v, tuple) else (v,))]
-        op = Instruction(wrapped_op, wrapped_op, result, [f"async_param#{i}" for i in range(len(params))],
-                         keep, called, True, inst.line)
+        keep = {
+            k: v
+            for k, v in inst.attributes.items()
+            if k not in ("async_wrapped_opcode", "async_execution_thread")
+        }
+        called = [
+            c
+            for k, v in keep.items()
+            if k in _COMPUTATION_ATTRS
+            for c in (v if isinstance(v, tuple) else (v,))
+        ]
+        op = Instruction(
+            wrapped_op,
+            wrapped_op,
+            result,
+            [f"async_param#{i}" for i in range(len(params))],
+            keep,
+            called,
+            True,
+            inst.line,
+        )
         for i, param in enumerate(params):
             param.name = f"async_param#{i}"
         created.append(Computation(name, [*params, op], is_entry=False))

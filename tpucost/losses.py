@@ -86,8 +86,9 @@ def _mask(targets: jax.Array, where: jax.Array | None) -> jax.Array:
     return jnp.ones(targets.shape, bool) if where is None else jnp.asarray(where, bool)
 
 
-def _pairwise(phi: Callable[[jax.Array], jax.Array], scores: jax.Array, targets: jax.Array,
-              where: jax.Array | None) -> jax.Array:
+def _pairwise(
+    phi: Callable[[jax.Array], jax.Array], scores: jax.Array, targets: jax.Array, where: jax.Array | None
+) -> jax.Array:
     """Mean of ``phi(s_i - s_j)`` over the real pairs (i, j) of each list with ``t_i > t_j``."""
     mask = _mask(targets, where)
     slower = targets[..., :, None] > targets[..., None, :]  # [..., C, C]: i slower than j
@@ -98,19 +99,25 @@ def _pairwise(phi: Callable[[jax.Array], jax.Array], scores: jax.Array, targets:
 
 
 @register("hinge", "gnn_rank")
-def pairwise_hinge_loss(scores: jax.Array, targets: jax.Array, *, where: jax.Array | None = None) -> jax.Array:
+def pairwise_hinge_loss(
+    scores: jax.Array, targets: jax.Array, *, where: jax.Array | None = None
+) -> jax.Array:
     """Paper eq. 2 with ``phi(z) = max(0, 1 - z)``: float[...], one value per list."""
     return _pairwise(lambda z: jnp.maximum(0.0, 1.0 - z), scores, targets, where)
 
 
 @register("logistic", "gnn_logistic")
-def pairwise_logistic_loss(scores: jax.Array, targets: jax.Array, *, where: jax.Array | None = None) -> jax.Array:
+def pairwise_logistic_loss(
+    scores: jax.Array, targets: jax.Array, *, where: jax.Array | None = None
+) -> jax.Array:
     """Paper eq. 2 with ``phi(z) = log(1 + exp(-z))``: float[...], one value per list."""
     return _pairwise(lambda z: jax.nn.softplus(-z), scores, targets, where)
 
 
 @register("listwise", "gnn_listwise")
-def listwise_softmax_loss(scores: jax.Array, targets: jax.Array, *, where: jax.Array | None = None) -> jax.Array:
+def listwise_softmax_loss(
+    scores: jax.Array, targets: jax.Array, *, where: jax.Array | None = None
+) -> jax.Array:
     """Listwise loss: softmax cross-entropy putting all weight on the fastest configuration.
 
     `optax.losses.ranking_softmax_loss` on logits ``-scores`` (a low cost is a high logit) with

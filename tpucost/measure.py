@@ -379,7 +379,9 @@ def _gpu_events(profile: Any, planes: str, module_name: str, program_ids: frozen
         if "hlo_module" not in st:
             continue
         seen.add(st["hlo_module"])
-        if st["hlo_module"] != module_name or (program_ids is not None and st.get("program_id") not in program_ids):
+        if st["hlo_module"] != module_name or (
+            program_ids is not None and st.get("program_id") not in program_ids
+        ):
             continue
         name = st.get("hlo_op", ev.name)
         run = st.get("run_id")
@@ -532,7 +534,9 @@ def _container_label(ev: _Event, run_events: list[_Event], body: frozenset[str])
     iteration was launched, as jaxlib 0.7 does on several cores, and runs on in the thread pool)."""
     later = [e.start_ns for e in run_events if e.name == ev.name and e.start_ns > ev.start_ns]
     until = min(later, default=float("inf"))
-    end = max([ev.end_ns, *(e.end_ns for e in run_events if e.name in body and ev.start_ns <= e.start_ns < until)])
+    end = max(
+        [ev.end_ns, *(e.end_ns for e in run_events if e.name in body and ev.start_ns <= e.start_ns < until)]
+    )
     return end - ev.start_ns, ASYNC if end - ev.end_ns > _ASYNC_SLACK_NS else SYNC
 
 
@@ -562,7 +566,9 @@ def _run_labels(
         if ev.marker_ns is not None and ev.marker_ns - ev.end_ns <= _ASYNC_SLACK_NS:
             out.append((ev.end_ns - ev.start_ns, SYNC))  # end marker at the event's end
             continue
-        bound = _completion_bound(ev, starts_by_name, consumers.get(ev.name, frozenset()), container_events, run_end)
+        bound = _completion_bound(
+            ev, starts_by_name, consumers.get(ev.name, frozenset()), container_events, run_end
+        )
         out.append(_event_label(ev, bound, gaps))
     return out
 
@@ -600,7 +606,10 @@ def _per_run_per_call(trace: _Trace, module: Module, async_completion: bool) -> 
         total, count, unknown = defaultdict(float), defaultdict(int), defaultdict(bool)
         labels = _run_labels(evs, consumers, bodies, run_end, async_completion)
         if spans[-1] == min(spans):
-            timeline = tuple((ev.name, ev.start_ns - evs[0].start_ns, lab) for ev, (lab, _) in zip(evs, labels, strict=True))
+            timeline = tuple(
+                (ev.name, ev.start_ns - evs[0].start_ns, lab)
+                for ev, (lab, _) in zip(evs, labels, strict=True)
+            )
         for ev, (label, kind) in zip(evs, labels, strict=True):
             total[ev.name] += label
             count[ev.name] += 1
@@ -642,8 +651,9 @@ def _block(out: Any) -> Any:
     return jax.block_until_ready(out)
 
 
-def compile_fn(fn: Callable[..., Any], args: Sequence[Any],
-               compiler_options: Mapping[str, Any] | None = None) -> jax.stages.Compiled:
+def compile_fn(
+    fn: Callable[..., Any], args: Sequence[Any], compiler_options: Mapping[str, Any] | None = None
+) -> jax.stages.Compiled:
     """``jax.jit(fn)`` lowered for ``args`` and compiled with ``compiler_options`` (never run).
 
     The one place tpucost compiles a program: measuring, collecting, the corpus and predicting
@@ -652,8 +662,13 @@ def compile_fn(fn: Callable[..., Any], args: Sequence[Any],
     return jax.jit(fn).lower(*args).compile(compiler_options=dict(compiler_options or {}) or None)
 
 
-def best_wall_time_ns(compiled: Callable[..., Any], args: Sequence[Any], repeats: int = 5, warmup: int = 1,
-                      budget_s: float | None = None) -> float:
+def best_wall_time_ns(
+    compiled: Callable[..., Any],
+    args: Sequence[Any],
+    repeats: int = 5,
+    warmup: int = 1,
+    budget_s: float | None = None,
+) -> float:
     """The minimum wall time (ns) of ``repeats`` runs of a compiled ``compiled(*args)``, after
     ``warmup`` untimed runs; the one timing loop of tpucost's measurements that need no trace.
 
@@ -741,10 +756,12 @@ def measure_kernels(
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     fingerprint = device.fingerprint()
     if fingerprint["label_mode"] != device.LABEL_MODE:
-        device.warn_once(f"measuring XLA:CPU kernels with {fingerprint['cores']} cores: independent kernels may "
-                         "run at the same time and their labels then count that time twice. For labels that add "
-                         "up, call tpucost.device.pin_to_one_core() before the first JAX computation.",
-                         key="measure: several cores")
+        device.warn_once(
+            f"measuring XLA:CPU kernels with {fingerprint['cores']} cores: independent kernels may "
+            "run at the same time and their labels then count that time twice. For labels that add "
+            "up, call tpucost.device.pin_to_one_core() before the first JAX computation.",
+            key="measure: several cores",
+        )
     compiled = compile_fn(fn, args, compiler_options)
     hlo_text = compiled.as_text()
     module = parse_module(hlo_text)  # parsed once; the helpers below share it

@@ -94,7 +94,9 @@ class ModelConfig:
         if self.config_join not in _CONFIG_JOINS:
             raise ValueError(f"config_join must be one of {_CONFIG_JOINS}, got {self.config_join!r}")
         if not isinstance(self.features, features.FeatureSpec):
-            raise ValueError(f"features must be a tpucost.features.FeatureSpec, got {type(self.features).__name__}")
+            raise ValueError(
+                f"features must be a tpucost.features.FeatureSpec, got {type(self.features).__name__}"
+            )
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -120,8 +122,9 @@ class ModelConfig:
 def _legacy_spec(num_features: int | None, num_opcodes: int | None) -> features.FeatureSpec:
     """The spec of an old config that gave only the widths (None: tpucost's)."""
     own = features.TPUCOST_FEATURES
-    spec = features.FeatureSpec("unknown", int(num_features or own.num_node_features),
-                                int(num_opcodes or own.num_opcodes))
+    spec = features.FeatureSpec(
+        "unknown", int(num_features or own.num_node_features), int(num_opcodes or own.num_opcodes)
+    )
     return own if dataclasses.replace(spec, layout=own.layout) == own else spec
 
 
@@ -135,8 +138,9 @@ def node_graph_ids(n_node: jax.Array, num_nodes: int) -> jax.Array:
     return jnp.repeat(jnp.arange(n_node.shape[0]), n_node, total_repeat_length=num_nodes)
 
 
-def _segment_reduce(data: jax.Array, segment_ids: jax.Array, num_segments: int, counts: jax.Array,
-                    how: str) -> jax.Array:
+def _segment_reduce(
+    data: jax.Array, segment_ids: jax.Array, num_segments: int, counts: jax.Array, how: str
+) -> jax.Array:
     """Reduce rows of ``data`` [E, H] into [S, H]; empty segments give 0 for every ``how``."""
     if how == "sum":
         return jax.ops.segment_sum(data, segment_ids, num_segments)
@@ -147,8 +151,9 @@ def _segment_reduce(data: jax.Array, segment_ids: jax.Array, num_segments: int, 
     return jnp.where(counts[:, None] > 0, out, 0.0)
 
 
-def _masked_pool(h: jax.Array, graph_ids: jax.Array, node_mask: jax.Array, num_graphs: int,
-                 how: str) -> jax.Array:
+def _masked_pool(
+    h: jax.Array, graph_ids: jax.Array, node_mask: jax.Array, num_graphs: int, how: str
+) -> jax.Array:
     """Pool node embeddings h [Np, H] over the REAL nodes of each graph -> [Gp, H]."""
     mask = node_mask.astype(h.dtype)
     counts = jax.ops.segment_sum(mask, graph_ids, num_graphs)
@@ -169,7 +174,9 @@ class _NodeEncoder(nnx.Module):
 
     def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
         self.embed = nnx.Embed(config.features.num_opcodes, config.opcode_embed, rngs=rngs)
-        self.dense = nnx.Linear(config.opcode_embed + config.features.num_node_features, config.hidden, rngs=rngs)
+        self.dense = nnx.Linear(
+            config.opcode_embed + config.features.num_node_features, config.hidden, rngs=rngs
+        )
 
     def __call__(self, opcode: jax.Array, feats: jax.Array) -> jax.Array:
         opcode = jnp.clip(opcode, 0, self.embed.num_embeddings - 1)
@@ -229,15 +236,23 @@ class GraphSAGE(nnx.Module):
             h = layer(h, graph.senders, graph.receivers)
         return h
 
-    def __call__(self, graph: jraph.GraphsTuple, node_mask: jax.Array, graph_mask: jax.Array,
-                 seq_index: jax.Array | None = None, *, dropout_key: jax.Array | None = None) -> jax.Array:
+    def __call__(
+        self,
+        graph: jraph.GraphsTuple,
+        node_mask: jax.Array,
+        graph_mask: jax.Array,
+        seq_index: jax.Array | None = None,
+        *,
+        dropout_key: jax.Array | None = None,
+    ) -> jax.Array:
         """Predictions float32[Gp]; ``seq_index`` is ignored (LSTM only); ``dropout_key`` enables dropout."""
         del seq_index
         h = self.embed_nodes(graph, dropout_key=dropout_key)
         num_graphs = graph.n_node.shape[0]
         gid = node_graph_ids(graph.n_node, h.shape[0])
         pooled = jnp.concatenate(
-            [_masked_pool(h, gid, node_mask, num_graphs, how) for how in self.config.pooling], axis=-1)
+            [_masked_pool(h, gid, node_mask, num_graphs, how) for how in self.config.pooling], axis=-1
+        )
         return jnp.where(graph_mask, self.head(pooled)[:, 0], 0.0)
 
 
@@ -256,8 +271,15 @@ class LSTMBaseline(nnx.Module):
         self.cell = nnx.OptimizedLSTMCell(config.hidden, config.hidden, rngs=rngs)
         self.head = nnx.Linear(config.hidden, 1, rngs=rngs)
 
-    def __call__(self, graph: jraph.GraphsTuple, node_mask: jax.Array, graph_mask: jax.Array,
-                 seq_index: jax.Array | None = None, *, dropout_key: jax.Array | None = None) -> jax.Array:
+    def __call__(
+        self,
+        graph: jraph.GraphsTuple,
+        node_mask: jax.Array,
+        graph_mask: jax.Array,
+        seq_index: jax.Array | None = None,
+        *,
+        dropout_key: jax.Array | None = None,
+    ) -> jax.Array:
         """Predictions float32[Gp] from seq_index int32[Gp, L]."""
         if seq_index is None:
             raise ValueError("LSTMBaseline needs seq_index (see tpucost.models.sequence_index)")
@@ -289,8 +311,9 @@ def make_model(config: ModelConfig, rngs: nnx.Rngs | int = 0) -> GraphSAGE | LST
     return GraphSAGE(config, rngs) if config.kind == "gnn" else LSTMBaseline(config, rngs)
 
 
-def sequence_index(n_node: np.ndarray, node_mask: np.ndarray,
-                   length_buckets: Sequence[int] = DEFAULT_LENGTH_BUCKETS) -> np.ndarray:
+def sequence_index(
+    n_node: np.ndarray, node_mask: np.ndarray, length_buckets: Sequence[int] = DEFAULT_LENGTH_BUCKETS
+) -> np.ndarray:
     """Dense per-graph node layout for the LSTM, built in numpy (so shapes come from buckets).
 
     Args:
@@ -341,8 +364,9 @@ class TileGraphSAGE(nnx.Module):
         self.mlp = nnx.Linear(pooled + config.hidden, config.hidden, rngs=rngs)
         self.head = nnx.Linear(config.hidden, 1, rngs=rngs)
 
-    def _pooled(self, h: jax.Array, graph: jraph.GraphsTuple, node_mask: jax.Array,
-                dropout_key: jax.Array | None) -> jax.Array:
+    def _pooled(
+        self, h: jax.Array, graph: jraph.GraphsTuple, node_mask: jax.Array, dropout_key: jax.Array | None
+    ) -> jax.Array:
         """Run the GraphSAGE layers on input embeddings h [Np, H] and pool -> [Gp, H * poolings]."""
         for k, layer in enumerate(self.layers):
             if dropout_key is not None and self.config.dropout > 0:
@@ -351,18 +375,27 @@ class TileGraphSAGE(nnx.Module):
         num_graphs = graph.n_node.shape[0]
         gid = node_graph_ids(graph.n_node, h.shape[0])
         return jnp.concatenate(
-            [_masked_pool(h, gid, node_mask, num_graphs, how) for how in self.config.pooling], axis=-1)
+            [_masked_pool(h, gid, node_mask, num_graphs, how) for how in self.config.pooling], axis=-1
+        )
 
-    def __call__(self, graph: jraph.GraphsTuple, node_mask: jax.Array, graph_mask: jax.Array,
-                 config_features: jax.Array, config_mask: jax.Array, *,
-                 dropout_key: jax.Array | None = None) -> jax.Array:
+    def __call__(
+        self,
+        graph: jraph.GraphsTuple,
+        node_mask: jax.Array,
+        graph_mask: jax.Array,
+        config_features: jax.Array,
+        config_mask: jax.Array,
+        *,
+        dropout_key: jax.Array | None = None,
+    ) -> jax.Array:
         """Cost scores float32[Gp, Cp] from config_features float32[Gp, Cp, Fc], config_mask bool[Gp, Cp]."""
         h0 = self.encoder(graph.nodes["opcode"], graph.nodes["features"])
         cfg = nnx.relu(self.config_encoder(config_features.astype(jnp.float32)))  # [Gp, Cp, H]
         if self.config.config_join == "early":
             gid = node_graph_ids(graph.n_node, h0.shape[0])
-            pooled = jax.vmap(lambda c: self._pooled(h0 + c[gid], graph, node_mask, dropout_key),
-                              in_axes=1, out_axes=1)(cfg)  # [Gp, Cp, P]
+            pooled = jax.vmap(
+                lambda c: self._pooled(h0 + c[gid], graph, node_mask, dropout_key), in_axes=1, out_axes=1
+            )(cfg)  # [Gp, Cp, P]
         else:
             pooled = self._pooled(h0, graph, node_mask, dropout_key)
             pooled = jnp.broadcast_to(pooled[:, None, :], (*cfg.shape[:2], pooled.shape[-1]))

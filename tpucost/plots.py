@@ -51,7 +51,9 @@ def kernel_to_networkx(kernel: Kernel) -> nx.DiGraph:
     """The kernel as a networkx DiGraph: node i has its HLO name, opcode and shape."""
     graph = nx.DiGraph(name=kernel.name)
     for i, node in enumerate(kernel.nodes):
-        graph.add_node(i, name=node.name, opcode=node.opcode, shape=str(node.shape), output=i in kernel.outputs)
+        graph.add_node(
+            i, name=node.name, opcode=node.opcode, shape=str(node.shape), output=i in kernel.outputs
+        )
     graph.add_edges_from(kernel.edges)
     return graph
 
@@ -78,18 +80,31 @@ def draw_kernel(kernel: Kernel, ax: plt.Axes | None = None, max_label: int = 18)
     if ax is None:
         width = max(6.0, 1.3 * max(len(v) for v in _rows(graph)))
         _, ax = plt.subplots(figsize=(min(width, 16), 1.1 * (len(_rows(graph)) + 1)))
-    pos = _layered_positions(graph) if nx.is_directed_acyclic_graph(graph) else nx.spring_layout(graph, seed=0)
+    pos = (
+        _layered_positions(graph) if nx.is_directed_acyclic_graph(graph) else nx.spring_layout(graph, seed=0)
+    )
     colors = [
         "#f4a261" if data["output"] else "#8ecae6" if data["opcode"] == "parameter" else "#e9ecef"
         for _, data in graph.nodes(data=True)
     ]
     labels = {i: f"{d['opcode'][:max_label]}\n{d['shape'][:max_label]}" for i, d in graph.nodes(data=True)}
-    nx.draw_networkx(graph, pos, ax=ax, labels=labels, node_color=colors, node_size=1600, font_size=7,
-                     edgecolors="#495057", arrowsize=12)
+    nx.draw_networkx(
+        graph,
+        pos,
+        ax=ax,
+        labels=labels,
+        node_color=colors,
+        node_size=1600,
+        font_size=7,
+        edgecolors="#495057",
+        arrowsize=12,
+    )
     ops = sum(1 for n in kernel.nodes if n.opcode != "parameter")
     inputs = kernel.num_nodes - ops
-    ax.set_title(f"kernel {kernel.name} ({kernel.kind}): {ops} ops + {inputs} input{'s' if inputs != 1 else ''} "
-                 f"(parameter nodes), {kernel.num_edges} edges")
+    ax.set_title(
+        f"kernel {kernel.name} ({kernel.kind}): {ops} ops + {inputs} input{'s' if inputs != 1 else ''} "
+        f"(parameter nodes), {kernel.num_edges} edges"
+    )
     ax.axis("off")
     return ax
 
@@ -105,10 +120,12 @@ def _rows(graph: nx.DiGraph) -> list[list[int]]:
 
 
 def feature_heatmap(
-    graph: KernelGraph, feature_names: Sequence[str], ax: plt.Axes | None = None, drop_zero_columns: bool = True
+    graph: KernelGraph,
+    feature_names: Sequence[str],
+    ax: plt.Axes | None = None,
+    drop_zero_columns: bool = True,
 ) -> plt.Axes:
     """Heatmap of a kernel's node feature matrix (rows: nodes, columns: named features)."""
-
 
     rows = [f"{i}: {OPCODE_VOCAB[int(op)]}" for i, op in enumerate(graph.opcodes)]
     frame = pd.DataFrame(np.asarray(graph.node_features), index=rows, columns=list(feature_names))
@@ -161,7 +178,7 @@ def kernel_timeline(measurement: Measurement, ax: plt.Axes | None = None, max_ro
     own_rows = sorted(total, key=total.get, reverse=True)
     other = f"other ({len(own_rows) - max_rows + 1} kernels)" if len(own_rows) > max_rows else None
     if other:
-        own_rows = own_rows[:max_rows - 1]
+        own_rows = own_rows[: max_rows - 1]
     first_start = {}
     for name, start, _ in events:
         first_start.setdefault(name, start)
@@ -176,10 +193,14 @@ def kernel_timeline(measurement: Measurement, ax: plt.Axes | None = None, max_ro
     ax.set_xlabel("time since the run's first kernel (us)")
     wall = min(measurement.wall_ns_per_run) / 1e3
     shown = f"all {len(events)} kernel calls of one run" + (
-        f", the {len(own_rows)} longest kernels on their own rows" if other else "")
-    ax.set_title(f"{measurement.module_name} on {measurement.backend}: {shown}\n"
-                 f"fastest run {wall:.0f} us; labels sum to {measurement.additivity_ratio:.2f}x of it "
-                 f"(red: asynchronous kernels)", fontsize=10)
+        f", the {len(own_rows)} longest kernels on their own rows" if other else ""
+    )
+    ax.set_title(
+        f"{measurement.module_name} on {measurement.backend}: {shown}\n"
+        f"fastest run {wall:.0f} us; labels sum to {measurement.additivity_ratio:.2f}x of it "
+        f"(red: asynchronous kernels)",
+        fontsize=10,
+    )
     return ax
 
 
@@ -203,10 +224,22 @@ def runtime_by(frame: pd.DataFrame, by: str, ax: plt.Axes | None = None, top: in
 
     order = frame[by].value_counts().index[:top]
     ax = _axes(ax, (8, 0.35 * len(order) + 1.5))
-    sns.boxplot(data=frame[frame[by].isin(order)], x="runtime_ns", y=by, order=order, ax=ax,
-                log_scale=True, color="#bde0fe", fliersize=1.5)
+    sns.boxplot(
+        data=frame[frame[by].isin(order)],
+        x="runtime_ns",
+        y=by,
+        order=order,
+        ax=ax,
+        log_scale=True,
+        color="#bde0fe",
+        fliersize=1.5,
+    )
     ax.set_xlabel("kernel runtime (ns, log scale)")
-    shown = f"the {len(order)} largest of {frame[by].nunique()} {by} values" if frame[by].nunique() > len(order) else f"every {by}"
+    shown = (
+        f"the {len(order)} largest of {frame[by].nunique()} {by} values"
+        if frame[by].nunique() > len(order)
+        else f"every {by}"
+    )
     ax.set_title(f"kernel runtime by {by}: {int(frame[by].isin(order).sum()):,} kernels, {shown}")
     return ax
 
@@ -255,9 +288,13 @@ def noise_scatter(rows: Sequence[dict], ax: plt.Axes | None = None) -> plt.Axes:
     return ax
 
 
-def learning_curves(histories: dict[str, dict[str, list[float]]], ax: plt.Axes | None = None,
-                    examples_per_epoch: Mapping[str, int] | None = None, noise_floor: float | None = None,
-                    title: str | None = None) -> plt.Axes:
+def learning_curves(
+    histories: dict[str, dict[str, list[float]]],
+    ax: plt.Axes | None = None,
+    examples_per_epoch: Mapping[str, int] | None = None,
+    noise_floor: float | None = None,
+    title: str | None = None,
+) -> plt.Axes:
     """Train and validation loss of each model (``{"gnn": {"train_loss": [...], "val_loss": [...]}}``).
 
     Against epochs, or, with ``examples_per_epoch`` (``{name: training kernels per epoch}``, every
@@ -290,9 +327,13 @@ def learning_curves(histories: dict[str, dict[str, list[float]]], ax: plt.Axes |
     return ax
 
 
-def predicted_vs_measured(predictions: dict[str, np.ndarray], measured: np.ndarray,
-                          axes: Sequence[plt.Axes] | None = None, hexbin: bool = True,
-                          title: str | None = None) -> Sequence[plt.Axes]:
+def predicted_vs_measured(
+    predictions: dict[str, np.ndarray],
+    measured: np.ndarray,
+    axes: Sequence[plt.Axes] | None = None,
+    hexbin: bool = True,
+    title: str | None = None,
+) -> Sequence[plt.Axes]:
     """Predicted against measured kernel runtimes, one log-log panel per method, on shared axes.
 
     Each panel's title gives the method's MAPE (mean absolute percentage error over the kernels
@@ -303,8 +344,14 @@ def predicted_vs_measured(predictions: dict[str, np.ndarray], measured: np.ndarr
     """
     measured = np.asarray(measured, dtype=np.float64)
     if axes is None:
-        fig, axes = plt.subplots(1, len(predictions), figsize=(4.3 * len(predictions) + 0.8, 4.4), squeeze=False,
-                                 sharex=True, sharey=True)
+        fig, axes = plt.subplots(
+            1,
+            len(predictions),
+            figsize=(4.3 * len(predictions) + 0.8, 4.4),
+            squeeze=False,
+            sharex=True,
+            sharey=True,
+        )
         axes = axes[0]
     else:
         fig = axes[0].figure
@@ -315,15 +362,31 @@ def predicted_vs_measured(predictions: dict[str, np.ndarray], measured: np.ndarr
     for ax, (name, pred) in zip(axes, preds.items(), strict=True):
         ok = pred > 0
         if hexbin:
-            cells.append(ax.hexbin(measured[ok], pred[ok], xscale="log", yscale="log", bins="log", mincnt=1,
-                                   gridsize=40, cmap="viridis",
-                                   extent=(np.log10(lo), np.log10(hi), np.log10(lo), np.log10(hi))))
+            cells.append(
+                ax.hexbin(
+                    measured[ok],
+                    pred[ok],
+                    xscale="log",
+                    yscale="log",
+                    bins="log",
+                    mincnt=1,
+                    gridsize=40,
+                    cmap="viridis",
+                    extent=(np.log10(lo), np.log10(hi), np.log10(lo), np.log10(hi)),
+                )
+            )
         else:
             ax.scatter(measured[ok], pred[ok], s=4, alpha=0.35, color="#1d3557")
         ax.plot([lo, hi], [lo, hi], color="#e63946", lw=1.5, label="perfect")
         for i, factor in enumerate((0.5, 2.0)):
-            ax.plot([lo, hi], [lo * factor, hi * factor], color="#e63946", lw=1.2, ls="--",
-                    label="2x off" if i == 0 else None)
+            ax.plot(
+                [lo, hi],
+                [lo * factor, hi * factor],
+                color="#e63946",
+                lw=1.2,
+                ls="--",
+                label="2x off" if i == 0 else None,
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
@@ -344,8 +407,13 @@ def predicted_vs_measured(predictions: dict[str, np.ndarray], measured: np.ndarr
     return axes
 
 
-def error_by_kind(table: pd.DataFrame, ax: plt.Axes | None = None, top: int = 15,
-                  noise: float | None = None, title: str | None = None) -> plt.Axes:
+def error_by_kind(
+    table: pd.DataFrame,
+    ax: plt.Axes | None = None,
+    top: int = 15,
+    noise: float | None = None,
+    title: str | None = None,
+) -> plt.Axes:
     """Median absolute percentage error per kernel kind (rows of `tpucost.evaluate.error_by_kind`).
 
     ``noise`` (percent) draws the label noise as a vertical line: an error near it is as good as
@@ -367,8 +435,12 @@ def error_by_kind(table: pd.DataFrame, ax: plt.Axes | None = None, top: int = 15
     return ax
 
 
-def program_kernels(names: Sequence[str], runtimes_us: Mapping[str, Sequence[float]], ax: plt.Axes | None = None,
-                    title: str | None = None) -> plt.Axes:
+def program_kernels(
+    names: Sequence[str],
+    runtimes_us: Mapping[str, Sequence[float]],
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+) -> plt.Axes:
     """One row per kernel of a program, one bar per series (e.g. predicted and measured), in us (log scale)."""
     series = {k: np.asarray(v, dtype=float) for k, v in runtimes_us.items()}
     ax = _axes(ax, (8, 0.32 * len(names) * max(len(series), 1) / 2 + 1.8))
@@ -387,27 +459,44 @@ def program_kernels(names: Sequence[str], runtimes_us: Mapping[str, Sequence[flo
     return ax
 
 
-def tile_landscape(configs: Sequence[dict], runtime_ns: Sequence[float], x: str, y: str,
-                   ax: plt.Axes | None = None, title: str | None = None) -> plt.Axes:
+def tile_landscape(
+    configs: Sequence[dict],
+    runtime_ns: Sequence[float],
+    x: str,
+    y: str,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+) -> plt.Axes:
     """Heatmap of one kernel's runtime (ms) over two block dims ``x`` and ``y`` (seaborn).
 
     Where several configurations share (x, y) (they differ in other block dims), the cell shows
     the fastest of them; empty cells are block shapes that are illegal or were not measured.
     """
 
-    frame = pd.DataFrame([{x: c[x], y: c[y], "ms": t / 1e6} for c, t in zip(configs, runtime_ns, strict=True)])
+    frame = pd.DataFrame(
+        [{x: c[x], y: c[y], "ms": t / 1e6} for c, t in zip(configs, runtime_ns, strict=True)]
+    )
     grid = frame.groupby([y, x])["ms"].min().unstack(x).sort_index(ascending=False)
     ax = _axes(ax, (6.5, 5))
-    sns.heatmap(grid, annot=True, fmt=".2g", cmap="viridis_r", cbar_kws={"label": "runtime (ms, fastest over other dims)"},
-                ax=ax)
+    sns.heatmap(
+        grid,
+        annot=True,
+        fmt=".2g",
+        cmap="viridis_r",
+        cbar_kws={"label": "runtime (ms, fastest over other dims)"},
+        ax=ax,
+    )
     ax.set_xlabel(f"block {x}")
     ax.set_ylabel(f"block {y}")
     ax.set_title(title or f"runtime over block shapes ({x} x {y})")
     return ax
 
 
-def top_k_curves(curves: dict[str, Sequence[float]], ax: plt.Axes | None = None,
-                 title: str = "top-k slowdown on the test kernels (lower is better)") -> plt.Axes:
+def top_k_curves(
+    curves: dict[str, Sequence[float]],
+    ax: plt.Axes | None = None,
+    title: str = "top-k slowdown on the test kernels (lower is better)",
+) -> plt.Axes:
     """Mean top-k slowdown (%) against k, one line per method; ``curves[name][k-1]`` is the fraction for k."""
     ax = _axes(ax, (6.5, 4))
     for name, values in curves.items():
@@ -431,10 +520,17 @@ def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None =
     ax = ax or plt.subplots(figsize=(5.5, 3.5))[1]
     starts = [s for s in STARTS if s in report["strategies"]["device_only"]]
     x = np.arange(len(starts))
-    for j, (strategy, label) in enumerate((("device_only", "device only"), ("model_guided", "model + device"))):
+    for j, (strategy, label) in enumerate(
+        (("device_only", "device only"), ("model_guided", "model + device"))
+    ):
         entries = [report["strategies"][strategy][s] for s in starts]
         mean = np.array([e["speedup_vs_default"] for e in entries])
-        err = np.array([[m - e["speedup_spread"]["min"], e["speedup_spread"]["max"] - m] for m, e in zip(mean, entries, strict=True)]).T
+        err = np.array(
+            [
+                [m - e["speedup_spread"]["min"], e["speedup_spread"]["max"] - m]
+                for m, e in zip(mean, entries, strict=True)
+            ]
+        ).T
         ax.bar(x + (j - 0.5) * 0.38, mean, 0.38, yerr=err, capsize=4, label=label)
     ax.axhline(1.0, color="k", lw=0.8)
     noise = report.get("noise", {}).get("spread")
@@ -442,7 +538,9 @@ def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None =
         ax.axhspan(1.0 - noise, 1.0 + noise, color="0.85", zorder=0, label=f"noise floor ±{100 * noise:.1f}%")
     ax.set_xticks(x, [s.replace("_", " ") for s in starts])
     ax.set_ylabel("speedup over the default")
-    ax.set_title(title or f"{report['program']} ({report['space']} space), {report['budget_seconds']:g} device s")
+    ax.set_title(
+        title or f"{report['program']} ({report['space']} space), {report['budget_seconds']:g} device s"
+    )
     ax.legend(fontsize=8)
     return ax
 
@@ -455,7 +553,9 @@ def plot_speedup_panels(reports: Mapping[str, Mapping[str, Any]], title: str | N
     for i, (program, r) in enumerate(reports.items()):
         ax = fig.add_subplot(1, len(reports), i + 1, sharey=first_of_space.get(r["space"]))
         first_of_space.setdefault(r["space"], ax)
-        plot_speedups(r, ax, title=f"{program} ({r['space']}), {len(r['seeds'])} seeds, {r['budget_seconds']:g} s")
+        plot_speedups(
+            r, ax, title=f"{program} ({r['space']}), {len(r['seeds'])} seeds, {r['budget_seconds']:g} s"
+        )
         if ax is not first_of_space[r["space"]]:
             ax.set_ylabel("")
     if title:
@@ -464,7 +564,9 @@ def plot_speedup_panels(reports: Mapping[str, Mapping[str, Any]], title: str | N
     return fig
 
 
-def plot_progress(runs: Sequence[SearchRun], default_ns: float, ax: Any = None, title: str | None = None) -> Any:
+def plot_progress(
+    runs: Sequence[SearchRun], default_ns: float, ax: Any = None, title: str | None = None
+) -> Any:
     """Best in-search runtime so far (ms) against device seconds, one line per search, with the
     default's fresh-process runtime ``default_ns`` as a reference line. In-search figures are single
     measurements taken minutes apart, so they are drawn as measured, not divided by a figure
@@ -478,9 +580,15 @@ def plot_progress(runs: Sequence[SearchRun], default_ns: float, ax: Any = None, 
         if not h:
             continue
         label = f"{r.strategy.replace('_', ' ')}, {r.start.replace('_', ' ')}"
-        ax.step([0.0] + [s for s, _ in h], [math.nan] + [b / 1e6 for _, b in h], where="post",
-                color=colors.get(r.strategy), ls=styles.get(r.start, "-"), alpha=0.8,
-                label=None if label in seen else label)
+        ax.step(
+            [0.0] + [s for s, _ in h],
+            [math.nan] + [b / 1e6 for _, b in h],
+            where="post",
+            color=colors.get(r.strategy),
+            ls=styles.get(r.start, "-"),
+            alpha=0.8,
+            label=None if label in seen else label,
+        )
         seen.add(label)
     ax.axhline(default_ns / 1e6, color="k", lw=0.8, label="default (fresh process)")
     ax.set_xlabel("device seconds")

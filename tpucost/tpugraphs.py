@@ -56,7 +56,9 @@ NUM_TILE_CONFIG_FEATURES = 24
 #: Size of TpuGraphs' opcode vocabulary (``node_opcode`` ids are below it).
 NUM_TILE_OPCODES = 120
 #: The feature spec of TpuGraphs tile graphs: their node features, opcode ids and config features.
-TILE_FEATURES = FeatureSpec("tpugraphs-tile-v0", NUM_TILE_NODE_FEATURES, NUM_TILE_OPCODES, NUM_TILE_CONFIG_FEATURES)
+TILE_FEATURES = FeatureSpec(
+    "tpugraphs-tile-v0", NUM_TILE_NODE_FEATURES, NUM_TILE_OPCODES, NUM_TILE_CONFIG_FEATURES
+)
 
 # field -> (allowed dtype kinds, shape; None: any length)
 _SPEC: dict[str, tuple[str, tuple[int | None, ...]]] = {
@@ -118,7 +120,9 @@ def _check(path: Path, arrays: dict[str, np.ndarray]) -> None:
         raise _bad(path, "node_opcode", f"opcode ids out of range: min {opcodes.min()}, max {opcodes.max()}")
     edges = arrays["edge_index"]
     if edges.size and (edges.min() < 0 or edges.max() >= n):
-        raise _bad(path, "edge_index", f"node index out of range [0, {n}): min {edges.min()}, max {edges.max()}")
+        raise _bad(
+            path, "edge_index", f"node index out of range [0, {n}): min {edges.min()}, max {edges.max()}"
+        )
     for field in ("config_runtime", "config_runtime_normalizers"):
         if (arrays[field] < 0).any():
             raise _bad(path, field, "holds negative runtimes")

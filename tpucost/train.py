@@ -68,12 +68,16 @@ class Task(Protocol):
         """Examples in ``part`` (may simply be ``len(part)``)."""
         ...
 
-    def batches(self, part: np.ndarray, batch_size: int, num_devices: int, order: np.ndarray) -> Iterator[Any]:
+    def batches(
+        self, part: np.ndarray, batch_size: int, num_devices: int, order: np.ndarray
+    ) -> Iterator[Any]:
         """Numpy batches (typed NamedTuples) of the examples ``part[order[...]]``, ``batch_size`` at a
         time; every leaf stacked with a leading [num_devices] axis."""
         ...
 
-    def loss(self, model: nnx.Module, batch: Any, dropout_key: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+    def loss(
+        self, model: nnx.Module, batch: Any, dropout_key: jax.Array | None
+    ) -> tuple[jax.Array, jax.Array]:
         """(sum of per-example losses, number of real examples) for ONE device's batch (no leading
         axis); pure jax. ``dropout_key`` is None when evaluating."""
         ...
@@ -183,8 +187,9 @@ def _make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTran
     return optax.chain(optax.clip_by_global_norm(config.grad_clip), opt)
 
 
-def _stacked_loss(task: Task, graphdef, params, rest, batch: Any,
-                  keys: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+def _stacked_loss(
+    task: Task, graphdef, params, rest, batch: Any, keys: jax.Array | None
+) -> tuple[jax.Array, jax.Array]:
     """The task's (loss sum, real examples) over a stacked [D, ...] batch, summed over devices."""
 
     def per_device(b, k):
@@ -250,8 +255,9 @@ def _epoch_rng(seed: int, epoch: int) -> tuple[np.random.Generator, jax.Array]:
 def _check_features(task: Task, metadata: dict[str, Any], config: TrainConfig) -> None:
     """The model config must read the task's graphs (when the task names their feature spec)."""
     if "features" in metadata:
-        config.model.features.check_matches(FeatureSpec.from_dict(metadata["features"]), "the model config",
-                                            f"the {task.name} task's data")
+        config.model.features.check_matches(
+            FeatureSpec.from_dict(metadata["features"]), "the model config", f"the {task.name} task's data"
+        )
 
 
 def _eval_order(task: Task, part: np.ndarray) -> np.ndarray:
@@ -259,15 +265,17 @@ def _eval_order(task: Task, part: np.ndarray) -> np.ndarray:
     return np.asarray(order(part)) if order is not None else np.arange(task.num_examples(part))
 
 
-def _train_epoch(steps: _Steps, task: Task, config: TrainConfig, state: checkpoint.TrainState,
-                 train_part: np.ndarray) -> float:
+def _train_epoch(
+    steps: _Steps, task: Task, config: TrainConfig, state: checkpoint.TrainState, train_part: np.ndarray
+) -> float:
     """One epoch over ``train_part`` in the epoch's order; updates ``state``; the mean step loss."""
     rng, key = _epoch_rng(config.seed, state.epoch)
     order = rng.permutation(task.num_examples(train_part))
     losses = []
     for s, batch in enumerate(task.batches(train_part, config.batch_size, steps.mesh.size, order)):
-        state.params, state.opt_state, loss = steps.train_step(state.params, state.opt_state, steps.put(batch),
-                                                               jax.random.fold_in(key, s))
+        state.params, state.opt_state, loss = steps.train_step(
+            state.params, state.opt_state, steps.put(batch), jax.random.fold_in(key, s)
+        )
         losses.append(loss)
     return float(np.mean([float(x) for x in losses]))
 
@@ -278,16 +286,34 @@ def _record(state: checkpoint.TrainState, train_loss: float, val_loss: float) ->
     state.history["train_loss"].append(train_loss)
     state.history["val_loss"].append(val_loss)
     if val_loss < state.best_val:
-        state.best_epoch, state.best_val, state.best_params, state.bad_epochs = state.epoch, val_loss, state.params, 0
+        state.best_epoch, state.best_val, state.best_params, state.bad_epochs = (
+            state.epoch,
+            val_loss,
+            state.params,
+            0,
+        )
     else:
         state.bad_epochs += 1
 
 
-def _run_epochs(steps: _Steps, task: Task, config: TrainConfig, state: checkpoint.TrainState,
-                train_part: np.ndarray, val_batches: list[Any], state_file: Path | None, progress: bool) -> None:
+def _run_epochs(
+    steps: _Steps,
+    task: Task,
+    config: TrainConfig,
+    state: checkpoint.TrainState,
+    train_part: np.ndarray,
+    val_batches: list[Any],
+    state_file: Path | None,
+    progress: bool,
+) -> None:
     """Epochs until ``config.epochs`` or ``config.patience`` epochs without improvement."""
-    bar = tqdm(total=config.epochs, initial=min(state.epoch, config.epochs), desc="epochs",
-               disable=not progress, leave=False)
+    bar = tqdm(
+        total=config.epochs,
+        initial=min(state.epoch, config.epochs),
+        desc="epochs",
+        disable=not progress,
+        leave=False,
+    )
     while state.epoch < config.epochs and state.bad_epochs < config.patience:
         train_loss = _train_epoch(steps, task, config, state, train_part)
         val_loss = _mean_loss(steps, state.params, val_batches)
@@ -299,8 +325,14 @@ def _run_epochs(steps: _Steps, task: Task, config: TrainConfig, state: checkpoin
     bar.close()
 
 
-def train_and_evaluate(task: Task, config: TrainConfig, train_part: np.ndarray, val_part: np.ndarray,
-                       workdir: str | os.PathLike | None = None, progress: bool = True) -> TrainResult:
+def train_and_evaluate(
+    task: Task,
+    config: TrainConfig,
+    train_part: np.ndarray,
+    val_part: np.ndarray,
+    workdir: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> TrainResult:
     """Train on the examples ``train_part`` of ``task``, early-stop on ``val_part``.
 
     Args:
@@ -337,12 +369,28 @@ def train_and_evaluate(task: Task, config: TrainConfig, train_part: np.ndarray, 
     _run_epochs(steps, task, config, state, train_part, val_batches, state_file, progress)
     if state.best_params is not None:
         model = nnx.merge(graphdef, jax.device_get(state.best_params), rest)
-    result = TrainResult(history=state.history, best_epoch=state.best_epoch, best_val_loss=state.best_val,
-                         model=model, config=config, num_devices=mesh.size, start_epoch=start_epoch,
-                         metadata=metadata)
+    result = TrainResult(
+        history=state.history,
+        best_epoch=state.best_epoch,
+        best_val_loss=state.best_val,
+        model=model,
+        config=config,
+        num_devices=mesh.size,
+        start_epoch=start_epoch,
+        metadata=metadata,
+    )
     if workdir is not None:
-        checkpoint.save(Path(workdir) / BEST_DIR, model, config, metadata,
-                        extra={"best_epoch": state.best_epoch, "best_val_loss": state.best_val,
-                               "history": state.history, "num_train": task.num_examples(train_part),
-                               "num_val": task.num_examples(val_part)})
+        checkpoint.save(
+            Path(workdir) / BEST_DIR,
+            model,
+            config,
+            metadata,
+            extra={
+                "best_epoch": state.best_epoch,
+                "best_val_loss": state.best_val,
+                "history": state.history,
+                "num_train": task.num_examples(train_part),
+                "num_val": task.num_examples(val_part),
+            },
+        )
     return result

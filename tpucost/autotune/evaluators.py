@@ -16,16 +16,22 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tpucost import tiles
+from tpucost import losses, tiles
 from tpucost.autotune.space import Config, Space
 from tpucost.autotune.tunable import Tunable
 from tpucost.costmodel import CostModel
 from tpucost.measure import best_wall_time_ns, compile_fn
 from tpucost.tasks import tile as tile_task
-from tpucost.tasks.kernel import TargetNorm
 
-__all__ = ["Evaluation", "Evaluator", "Counter", "DeviceEvaluator", "CachedPredictor", "ProgramPredictor",
-           "TilePredictor"]
+__all__ = [
+    "Evaluation",
+    "Evaluator",
+    "Counter",
+    "DeviceEvaluator",
+    "CachedPredictor",
+    "ProgramPredictor",
+    "TilePredictor",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,9 +75,12 @@ class Counter:
             setattr(self, f.name, getattr(self, f.name) + type(getattr(self, f.name))(spent[f.name]))
 
     def to_dict(self) -> dict[str, float]:
-        return {"candidates": self.candidates, "seconds": self.seconds,
-                "per_second": self.candidates / self.seconds if self.seconds > 0 else None,
-                "compile_share": self.compile_seconds / self.seconds if self.seconds > 0 else None}
+        return {
+            "candidates": self.candidates,
+            "seconds": self.seconds,
+            "per_second": self.candidates / self.seconds if self.seconds > 0 else None,
+            "compile_share": self.compile_seconds / self.seconds if self.seconds > 0 else None,
+        }
 
 
 class DeviceEvaluator:
@@ -84,7 +93,12 @@ class DeviceEvaluator:
     def __init__(self, tunable: Tunable, repeats: int = 5, warmup: int = 1, max_run_seconds: float = 2.0):
         if repeats < 1 or warmup < 0:
             raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
-        self.tunable, self.repeats, self.warmup, self.max_run_seconds = tunable, repeats, warmup, max_run_seconds
+        self.tunable, self.repeats, self.warmup, self.max_run_seconds = (
+            tunable,
+            repeats,
+            warmup,
+            max_run_seconds,
+        )
         self.counter = Counter()
 
     def __call__(self, config: Config) -> Evaluation:
@@ -140,10 +154,9 @@ class ProgramPredictor(CachedPredictor):
 
 
 def _tile_runtime_scale(meta: Mapping[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
-    """Scores -> a cost that adds up over kernels: ns for an MSE model, ``exp(score)`` for a rank model."""
-    if meta.get("loss") == "mse" and "norm" in meta:
-        norm = TargetNorm.from_dict(meta["norm"])
-        return lambda s: np.exp(norm.decode(s))
+    """Scores -> a cost that adds up over kernels: ns for a regression model, ``exp(score)`` for a rank model."""
+    if tile_task.predicts_runtimes(meta):
+        return lambda s: tile_task.runtime_ns(meta, s)
     return lambda s: np.exp(np.asarray(s, np.float64))
 
 
@@ -155,20 +168,22 @@ class TilePredictor(CachedPredictor):
     a candidate then costs a lookup per kernel. Without it every candidate's kernels are scored
     one configuration at a time (the cold rate, for `benchmarks/autotune_speed.py`).
 
-    A candidate's cost is the sum over its kernels: predicted ns when the model was trained with
-    MSE (runtimes), else ``exp(score)`` of the rank model (its scores order one kernel's
+    A candidate's cost is the sum over its kernels: predicted ns when the model was trained with a
+    regression loss (runtimes), else ``exp(score)`` of the rank model (its scores order one kernel's
     configurations like log runtimes but are not calibrated across kernels: an approximation).
-    ``model_dir`` defaults to the bundled random-split MSE tile model when there is one, else the
-    bundled rank model.
+    ``model_dir`` defaults to the bundled random-split regression tile model when there is one,
+    else the bundled rank model.
     """
 
     def __init__(self, tunable: Tunable, model_dir: str | os.PathLike | None = None, batched: bool = True):
         super().__init__(tunable.space)
         if tunable.kind != "tile":
-            raise ValueError(f"{tunable.spec} is a {tunable.kind}-space program; the tile model scores tile spaces")
+            raise ValueError(
+                f"{tunable.spec} is a {tunable.kind}-space program; the tile model scores tile spaces"
+            )
         if model_dir is None:
-            mse = tile_task.default_tile_model_dir("random", "mse")
-            model_dir = mse if mse.is_dir() else None
+            regression = tile_task.default_tile_model_dir("random", losses.regression_loss_name())
+            model_dir = regression if regression.is_dir() else None
         self.model, self.meta = tile_task.load_tile_model(model_dir)
         self.scale = _tile_runtime_scale(self.meta)
         self.tunable, self.batched = tunable, batched
@@ -185,7 +200,9 @@ class TilePredictor(CachedPredictor):
         if name not in self.tables:
             family, shape, dtype = self.tunable.kernels[name]
             rows = np.stack([tiles.config_features(family, shape, dtype, c) for c in self.space.knobs[name]])
-            self.tables[name] = self.scale(tile_task.predict_scores(self.model, [self._graph(name)], [rows])[0])
+            self.tables[name] = self.scale(
+                tile_task.predict_scores(self.model, [self._graph(name)], [rows])[0]
+            )
         return self.tables[name]
 
     def _predict(self, config: Config) -> Evaluation:
@@ -198,5 +215,7 @@ class TilePredictor(CachedPredictor):
             else:
                 family, shape, dtype = self.tunable.kernels[name]
                 row = tiles.config_features(family, shape, dtype, choices[i])[None]
-                total += float(self.scale(tile_task.predict_scores(self.model, [self._graph(name)], [row])[0])[0])
+                total += float(
+                    self.scale(tile_task.predict_scores(self.model, [self._graph(name)], [row])[0])[0]
+                )
         return Evaluation(total, time.perf_counter() - t0)

@@ -75,8 +75,10 @@ class Journal:
             raise ValueError(f"{self.path}: line 1 is not an autotuning journal's header")
         for field in sorted(set(old) | set(self.experiment)):
             if old.get(field) != self.experiment.get(field):
-                raise ValueError(f"{self.path}: written for another experiment ({field}: {old.get(field)!r} here, "
-                                 f"{self.experiment.get(field)!r} now); use another workdir or delete it")
+                raise ValueError(
+                    f"{self.path}: written for another experiment ({field}: {old.get(field)!r} here, "
+                    f"{self.experiment.get(field)!r} now); use another workdir or delete it"
+                )
 
     def _write_lines(self, lines: Sequence[str]) -> None:
         with open(self.path, "a", encoding="utf-8") as fh:
@@ -85,7 +87,9 @@ class Journal:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def get(self, seed: int, start: str, strategy: str) -> tuple[SearchRun, dict[str, dict[str, float]]] | None:
+    def get(
+        self, seed: int, start: str, strategy: str
+    ) -> tuple[SearchRun, dict[str, dict[str, float]]] | None:
         entry = self.done.get((seed, start, strategy))
         return None if entry is None else (_run_from_dict(entry["run"]), entry["spent"])
 

@@ -96,24 +96,40 @@ def _entry(runs: list[SearchRun], fresh: Mapping[int, float], default_ns: float)
     seeds = []
     for r in runs:
         ns = fresh[id(r)]
-        seeds.append({"seed": r.seed, **r.summary(), "best_measured_ns": ns, "speedup_vs_default": default_ns / ns})
+        seeds.append(
+            {"seed": r.seed, **r.summary(), "best_measured_ns": ns, "speedup_vs_default": default_ns / ns}
+        )
     best = min(seeds, key=lambda s: s["best_measured_ns"])
     speedups = [s["speedup_vs_default"] for s in seeds]
-    return {"best_config": best["best_config"], "best_measured_ns": best["best_measured_ns"],
-            "speedup_vs_default": float(np.mean(speedups)), "speedup_spread": _spread(speedups),
-            "device_seconds": float(np.mean([s["device_seconds"] for s in seeds])),
-            "candidates_measured": float(np.mean([s["candidates_measured"] for s in seeds])),
-            "candidates_predicted": float(np.mean([s["candidates_predicted"] for s in seeds])),
-            "search_seconds": float(np.mean([s["search_seconds"] for s in seeds])),
-            "seeds": seeds}
+    return {
+        "best_config": best["best_config"],
+        "best_measured_ns": best["best_measured_ns"],
+        "speedup_vs_default": float(np.mean(speedups)),
+        "speedup_spread": _spread(speedups),
+        "device_seconds": float(np.mean([s["device_seconds"] for s in seeds])),
+        "candidates_measured": float(np.mean([s["candidates_measured"] for s in seeds])),
+        "candidates_predicted": float(np.mean([s["candidates_predicted"] for s in seeds])),
+        "search_seconds": float(np.mean([s["search_seconds"] for s in seeds])),
+        "seeds": seeds,
+    }
 
 
-def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds: Sequence[int] = (0, 1, 2),
-             search: str | StrategyFactory = "anneal", n_candidates: int | None = None,
-             starts: Sequence[str] = STARTS, cost_model: CostModel | None = None,
-             tile_model_dir: str | os.PathLike | None = None, repeats: int = 5, fresh_rounds: int = 10,
-             fresh_process: bool = True, progress: bool = False,
-             workdir: str | os.PathLike | None = None) -> Autotuning:
+def autotune(
+    program: str,
+    space: str = "program",
+    budget_s: float = 20.0,
+    seeds: Sequence[int] = (0, 1, 2),
+    search: str | StrategyFactory = "anneal",
+    n_candidates: int | None = None,
+    starts: Sequence[str] = STARTS,
+    cost_model: CostModel | None = None,
+    tile_model_dir: str | os.PathLike | None = None,
+    repeats: int = 5,
+    fresh_rounds: int = 10,
+    fresh_process: bool = True,
+    progress: bool = False,
+    workdir: str | os.PathLike | None = None,
+) -> Autotuning:
     """Device-only and model-guided search of ``program`` (``"example:NAME"`` or ``"FILE.py:NAME"``)
     in ``space``, each with ``budget_s`` device seconds, from each of ``starts`` and each seed;
     then every search's best configuration and the default re-measured in a fresh process
@@ -141,16 +157,33 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
     measurer = DeviceEvaluator(tunable, repeats=repeats)
     search_name = search if isinstance(search, str) else getattr(search, "__name__", "custom")
     backend, device_name = jax.default_backend(), device.describe(device.fingerprint())
-    journal = None if workdir is None else Journal(workdir, {
-        "program": tunable.spec, "space": space, "budget_seconds": float(budget_s), "search": search_name,
-        "model_candidates": int(n_candidates), "repeats": int(repeats), "space_size": tunable.space.size,
-        "backend": backend, "device": device_name})
+    journal = (
+        None
+        if workdir is None
+        else Journal(
+            workdir,
+            {
+                "program": tunable.spec,
+                "space": space,
+                "budget_seconds": float(budget_s),
+                "search": search_name,
+                "model_candidates": int(n_candidates),
+                "repeats": int(repeats),
+                "space_size": tunable.space.size,
+                "backend": backend,
+                "device": device_name,
+            },
+        )
+    )
     t_start = time.perf_counter()
     runs: list[SearchRun] = []
     for seed in seeds:
         for start_name in starts:
-            start = tunable.space.default if start_name == "from_default" else tunable.space.random(
-                np.random.default_rng([seed, 1]))
+            start = (
+                tunable.space.default
+                if start_name == "from_default"
+                else tunable.space.random(np.random.default_rng([seed, 1]))
+            )
             for strategy in STRATEGY_NAMES:
                 resumed = journal.get(seed, start_name, strategy) if journal is not None else None
                 if resumed is not None:
@@ -161,18 +194,37 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
                     continue
                 before = (dataclasses.replace(predictor.counter), dataclasses.replace(measurer.counter))
                 if strategy == "device_only":
-                    run = device_only_search(tunable.space, measurer, start, budget_s, search, seed, start_name)
+                    run = device_only_search(
+                        tunable.space, measurer, start, budget_s, search, seed, start_name
+                    )
                 else:
-                    run = model_guided_search(tunable.space, predictor, measurer, start, budget_s, n_candidates,
-                                              search, seed, start_name)
+                    run = model_guided_search(
+                        tunable.space,
+                        predictor,
+                        measurer,
+                        start,
+                        budget_s,
+                        n_candidates,
+                        search,
+                        seed,
+                        start_name,
+                    )
                 runs.append(run)
                 if journal is not None:
-                    journal.add(run, {"model": predictor.counter.since(before[0]),
-                                      "device": measurer.counter.since(before[1])})
+                    journal.add(
+                        run,
+                        {
+                            "model": predictor.counter.since(before[0]),
+                            "device": measurer.counter.since(before[1]),
+                        },
+                    )
                 if progress:
-                    print(f"seed {seed} {start_name:<12} {strategy:<12} best {run.best_measured_ns / 1e6:8.3f} ms "
-                          f"({len(run.measured)} measured in {run.device_seconds:5.1f} device s, "
-                          f"{len(run.predicted)} predicted in {run.search_seconds:5.1f} s)", file=sys.stderr)
+                    print(
+                        f"seed {seed} {start_name:<12} {strategy:<12} best {run.best_measured_ns / 1e6:8.3f} ms "
+                        f"({len(run.measured)} measured in {run.device_seconds:5.1f} device s, "
+                        f"{len(run.predicted)} predicted in {run.search_seconds:5.1f} s)",
+                        file=sys.stderr,
+                    )
     # Re-measure the default and every search's best, in a fresh process.
     keys: dict[tuple[int, ...], int] = {tunable.space.key(tunable.space.default): 0}
     for r in runs:
@@ -188,23 +240,45 @@ def autotune(program: str, space: str = "program", budget_s: float = 20.0, seeds
     strategies: dict[str, dict[str, Any]] = {}
     for strategy in STRATEGY_NAMES:
         strategies[strategy] = {
-            start: _entry([r for r in runs if r.strategy == strategy and r.start == start], fresh_by_run, default_ns)
-            for start in starts}
+            start: _entry(
+                [r for r in runs if r.strategy == strategy and r.start == start], fresh_by_run, default_ns
+            )
+            for start in starts
+        }
     comparison = {}
     for start in starts:
-        pairs = [(fresh_by_run[id(d)] / fresh_by_run[id(m)]) - 1.0
-                 for d, m in zip([r for r in runs if r.strategy == "device_only" and r.start == start],
-                                 [r for r in runs if r.strategy == "model_guided" and r.start == start], strict=True)]
+        pairs = [
+            (fresh_by_run[id(d)] / fresh_by_run[id(m)]) - 1.0
+            for d, m in zip(
+                [r for r in runs if r.strategy == "device_only" and r.start == start],
+                [r for r in runs if r.strategy == "model_guided" and r.start == start],
+                strict=True,
+            )
+        ]
         comparison[start] = _spread(pairs)
     report = {
-        "space": space, "program": program, "default_ns": default_ns, "default_config": tunable.space.default,
+        "space": space,
+        "program": program,
+        "default_ns": default_ns,
+        "default_config": tunable.space.default,
         "strategies": strategies,
         "model_guided_faster_than_device_only": comparison,
-        "budget_seconds": budget_s, "seeds": list(seeds), "search": search_name, "model_candidates": n_candidates, "space_size": tunable.space.size,
+        "budget_seconds": budget_s,
+        "seeds": list(seeds),
+        "search": search_name,
+        "model_candidates": n_candidates,
+        "space_size": tunable.space.size,
         "knobs": {k: len(v) for k, v in tunable.space.knobs.items()},
         "rates": {"model": predictor.counter.to_dict(), "device": measurer.counter.to_dict()},
-        "fresh_process": {"pid": fresh["pid"], "parent_pid": os.getpid(), "rounds": fresh_rounds,
-                          "configs": len(configs), "seconds": fresh.get("seconds")},
-        "backend": backend, "device": device_name, "seconds": time.perf_counter() - t_start,
+        "fresh_process": {
+            "pid": fresh["pid"],
+            "parent_pid": os.getpid(),
+            "rounds": fresh_rounds,
+            "configs": len(configs),
+            "seconds": fresh.get("seconds"),
+        },
+        "backend": backend,
+        "device": device_name,
+        "seconds": time.perf_counter() - t_start,
     }
     return Autotuning(report, runs)

@@ -43,17 +43,26 @@ def remeasure(spec: str, space: str, configs: Sequence[Mapping[str, Any]], round
     return [float(b) for b in best]
 
 
-def remeasure_in_fresh_process(spec: str, space: str, configs: Sequence[Mapping[str, Any]], rounds: int = 10,
-                               timeout_s: float = 900) -> dict[str, Any]:
+def remeasure_in_fresh_process(
+    spec: str, space: str, configs: Sequence[Mapping[str, Any]], rounds: int = 10, timeout_s: float = 900
+) -> dict[str, Any]:
     """`remeasure` in a new Python process (``python -m tpucost.autotune``), which inherits this
     process's CPU affinity (one core in the label mode). Returns ``{"runtime_ns", "pid", "seconds"}``."""
     if not spec.startswith("example:"):
         path, _, name = spec.rpartition(":")
         spec = f"{Path(path).resolve()}:{name}"
-    payload = json.dumps({"spec": spec, "space": space, "configs": [dict(c) for c in configs], "rounds": rounds})
+    payload = json.dumps(
+        {"spec": spec, "space": space, "configs": [dict(c) for c in configs], "rounds": rounds}
+    )
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "tpucost.autotune"], input=payload, capture_output=True, text=True,
-                          timeout=timeout_s, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpucost.autotune"],
+        input=payload,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"the fresh-process re-measurement failed (exit {proc.returncode}): {last}")
@@ -66,5 +75,13 @@ def main() -> None:
     """The fresh process of `remeasure_in_fresh_process`: a request on stdin, one JSON line out."""
     request = json.loads(sys.stdin.read())
     runtimes = remeasure(request["spec"], request["space"], request["configs"], int(request["rounds"]))
-    print(json.dumps({"runtime_ns": runtimes, "pid": os.getpid(), "cores": len(os.sched_getaffinity(0))
-                      if hasattr(os, "sched_getaffinity") else None, "backend": jax.default_backend()}))
+    print(
+        json.dumps(
+            {
+                "runtime_ns": runtimes,
+                "pid": os.getpid(),
+                "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                "backend": jax.default_backend(),
+            }
+        )
+    )

@@ -64,15 +64,28 @@ class SearchRun:
         return out
 
     def summary(self) -> dict[str, Any]:
-        return {"best_config": self.best_config, "best_in_search_ns": self.best_measured_ns,
-                "device_seconds": self.device_seconds, "device_compile_seconds": self.device_compile_seconds,
-                "candidates_measured": len(self.measured), "candidates_predicted": len(self.predicted),
-                "search_seconds": self.search_seconds, "search_compile_seconds": self.search_compile_seconds}
+        return {
+            "best_config": self.best_config,
+            "best_in_search_ns": self.best_measured_ns,
+            "device_seconds": self.device_seconds,
+            "device_compile_seconds": self.device_compile_seconds,
+            "candidates_measured": len(self.measured),
+            "candidates_predicted": len(self.predicted),
+            "search_seconds": self.search_seconds,
+            "search_compile_seconds": self.search_compile_seconds,
+        }
 
 
-def run_search(space: Space, evaluator: Evaluator, strategy: str | StrategyFactory, start: Config,
-               rng: np.random.Generator, max_candidates: int | None = None, budget_s: float | None = None,
-               on_result: Callable[[Config, Evaluation, float], None] | None = None) -> list[tuple[Config, Evaluation]]:
+def run_search(
+    space: Space,
+    evaluator: Evaluator,
+    strategy: str | StrategyFactory,
+    start: Config,
+    rng: np.random.Generator,
+    max_candidates: int | None = None,
+    budget_s: float | None = None,
+    on_result: Callable[[Config, Evaluation, float], None] | None = None,
+) -> list[tuple[Config, Evaluation]]:
     """Drive ``strategy`` from ``start`` with ``evaluator`` until ``max_candidates`` distinct
     candidates are evaluated, or the evaluator's seconds reach ``budget_s`` (checked before each
     new candidate, so the last one may end past it), or the strategy has nothing left.
@@ -91,7 +104,9 @@ def run_search(space: Space, evaluator: Evaluator, strategy: str | StrategyFacto
             break
         if budget_s is not None and spent >= budget_s:
             break
-        progress = max(len(done) / max_candidates if max_candidates else 0.0, spent / budget_s if budget_s else 0.0)
+        progress = max(
+            len(done) / max_candidates if max_candidates else 0.0, spent / budget_s if budget_s else 0.0
+        )
         config = search.propose(progress)
         if config is None:
             break
@@ -112,8 +127,15 @@ def run_search(space: Space, evaluator: Evaluator, strategy: str | StrategyFacto
     return order
 
 
-def device_only_search(space: Space, measurer: Evaluator, start: Config, budget_s: float,
-                       strategy: str | StrategyFactory = "anneal", seed: int = 0, start_name: str = "") -> SearchRun:
+def device_only_search(
+    space: Space,
+    measurer: Evaluator,
+    start: Config,
+    budget_s: float,
+    strategy: str | StrategyFactory = "anneal",
+    seed: int = 0,
+    start_name: str = "",
+) -> SearchRun:
     """The baseline: ``strategy`` driven by measurements on the device until ``budget_s`` device
     seconds are spent (the last measurement may end past it)."""
     run = SearchRun("device_only", start_name, seed, dict(start))
@@ -123,18 +145,36 @@ def device_only_search(space: Space, measurer: Evaluator, start: Config, budget_
         run.device_compile_seconds += ev.compile_seconds
         run.measured.append((dict(config), ev.cost_ns, spent))
 
-    run_search(space, measurer, strategy, start, np.random.default_rng([seed, 0]), budget_s=budget_s, on_result=record)
+    run_search(
+        space,
+        measurer,
+        strategy,
+        start,
+        np.random.default_rng([seed, 0]),
+        budget_s=budget_s,
+        on_result=record,
+    )
     return run
 
 
-def model_guided_search(space: Space, predictor: Evaluator, measurer: Evaluator, start: Config, budget_s: float,
-                        n_candidates: int, strategy: str | StrategyFactory = "anneal", seed: int = 0,
-                        start_name: str = "") -> SearchRun:
+def model_guided_search(
+    space: Space,
+    predictor: Evaluator,
+    measurer: Evaluator,
+    start: Config,
+    budget_s: float,
+    n_candidates: int,
+    strategy: str | StrategyFactory = "anneal",
+    seed: int = 0,
+    start_name: str = "",
+) -> SearchRun:
     """The paper's protocol: ``strategy`` driven by ``predictor`` over ``n_candidates`` distinct
     candidates (search time, not device time), then the candidates measured in order of predicted
     cost, best first, until ``budget_s`` device seconds are spent (the last may end past it)."""
     run = SearchRun("model_guided", start_name, seed, dict(start))
-    scored = run_search(space, predictor, strategy, start, np.random.default_rng([seed, 0]), max_candidates=n_candidates)
+    scored = run_search(
+        space, predictor, strategy, start, np.random.default_rng([seed, 0]), max_candidates=n_candidates
+    )
     run.predicted = [(dict(c), ev.cost_ns) for c, ev in scored]
     run.search_seconds = sum(ev.seconds for _, ev in scored)
     run.search_compile_seconds = sum(ev.compile_seconds for _, ev in scored)

@@ -37,7 +37,11 @@ class Space:
         if empty:
             raise ValueError(f"knobs without choices: {', '.join(empty)}")
         object.__setattr__(self, "knobs", knobs)
-        default = dict(self.default_config) if self.default_config is not None else {k: v[0] for k, v in knobs.items()}
+        default = (
+            dict(self.default_config)
+            if self.default_config is not None
+            else {k: v[0] for k, v in knobs.items()}
+        )
         self.key(default)  # checks it
         object.__setattr__(self, "default_config", default)
 
@@ -52,13 +56,17 @@ class Space:
     def key(self, config: Mapping[str, Any]) -> tuple[int, ...]:
         """The configuration as a tuple of choice indices (hashable); ValueError if it is not in the space."""
         if set(config) != set(self.knobs):
-            raise ValueError(f"configuration keys {sorted(config)} are not the space's knobs {sorted(self.knobs)}")
+            raise ValueError(
+                f"configuration keys {sorted(config)} are not the space's knobs {sorted(self.knobs)}"
+            )
         out = []
         for name, choices in self.knobs.items():
             try:
                 out.append(choices.index(config[name]))
             except ValueError:
-                raise ValueError(f"knob {name}: {config[name]!r} is not one of its choices {list(choices)}") from None
+                raise ValueError(
+                    f"knob {name}: {config[name]!r} is not one of its choices {list(choices)}"
+                ) from None
         return tuple(out)
 
     def config(self, key: Sequence[int]) -> Config:

@@ -14,8 +14,14 @@ import numpy as np
 
 from tpucost.autotune.space import Config, Space
 
-__all__ = ["SearchStrategy", "StrategyFactory", "RandomSearch", "SimulatedAnnealing", "STRATEGIES",
-           "strategy_factory"]
+__all__ = [
+    "SearchStrategy",
+    "StrategyFactory",
+    "RandomSearch",
+    "SimulatedAnnealing",
+    "STRATEGIES",
+    "strategy_factory",
+]
 
 
 class SearchStrategy(Protocol):
@@ -35,7 +41,9 @@ class SearchStrategy(Protocol):
 StrategyFactory = Callable[[Space, Config, np.random.Generator], SearchStrategy]
 
 
-def _random_unseen(space: Space, seen: set[tuple[int, ...]], rng: np.random.Generator, tries: int = 64) -> Config | None:
+def _random_unseen(
+    space: Space, seen: set[tuple[int, ...]], rng: np.random.Generator, tries: int = 64
+) -> Config | None:
     if len(seen) >= space.size:
         return None
     for _ in range(tries):
@@ -72,8 +80,15 @@ class SimulatedAnnealing:
     (``t0 = 0.1``: early on, a 10% worse configuration is accepted with probability 1/e).
     """
 
-    def __init__(self, space: Space, start: Config, rng: np.random.Generator, t0: float = 0.1, t1: float = 0.003,
-                 tries: int = 32):
+    def __init__(
+        self,
+        space: Space,
+        start: Config,
+        rng: np.random.Generator,
+        t0: float = 0.1,
+        t1: float = 0.003,
+        tries: int = 32,
+    ):
         self.space, self.start, self.rng = space, dict(start), rng
         self.t0, self.t1, self.tries = t0, t1, tries
         self.seen: set[tuple[int, ...]] = set()

@@ -38,8 +38,10 @@ def load_program(spec: str) -> Callable[..., Any]:
     if spec.startswith("example:"):
         name = spec.split(":", 1)[1]
         if name not in EXAMPLES:
-            raise ValueError(f"--program {spec}: no built-in example {name!r}; known: "
-                             + ", ".join(f"example:{n}" for n in EXAMPLES))
+            raise ValueError(
+                f"--program {spec}: no built-in example {name!r}; known: "
+                + ", ".join(f"example:{n}" for n in EXAMPLES)
+            )
         return EXAMPLES[name]
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
@@ -103,7 +105,11 @@ class Tunable:
 def _check_knobs(spec: str, space: Any) -> dict[str, tuple[Any, ...]]:
     if not isinstance(space, Mapping) or not all(isinstance(k, str) for k in space):
         raise ValueError(f"--program {spec}: NAME.space must be a dict of knob name -> list of choices")
-    bad = [k for k, v in space.items() if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not len(v)]
+    bad = [
+        k
+        for k, v in space.items()
+        if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not len(v)
+    ]
     if bad:
         raise ValueError(f"--program {spec}: NAME.space knobs {bad} need a non-empty list of choices")
     return {k: tuple(v) for k, v in space.items()}
@@ -121,14 +127,18 @@ def load_tunable(spec: str, space: str = "program", backend: str | None = None) 
     if space == "program":
         knobs = _check_knobs(spec, getattr(fn, "space", {}))
         if "xla" in knobs:
-            raise ValueError(f"--program {spec}: the knob name 'xla' is reserved for the backend's compile options")
+            raise ValueError(
+                f"--program {spec}: the knob name 'xla' is reserved for the backend's compile options"
+            )
         knobs["xla"] = programs.compile_option_configurations(backend)
         return Tunable(spec, "program", fn, Space(knobs))
     if space == "tile":
         kernels = getattr(fn, "kernels", None)
         if not isinstance(kernels, Mapping) or not kernels:
-            raise ValueError(f"--program {spec}: the tile space needs NAME.kernels, a dict of kernel name -> "
-                             "(family, shape, dtype) of tpucost.tiles families")
+            raise ValueError(
+                f"--program {spec}: the tile space needs NAME.kernels, a dict of kernel name -> "
+                "(family, shape, dtype) of tpucost.tiles families"
+            )
         checked, knobs = {}, {}
         for name, entry in kernels.items():
             try:
@@ -138,7 +148,9 @@ def load_tunable(spec: str, space: str = "program", backend: str | None = None) 
             except (TypeError, ValueError) as err:
                 raise ValueError(f"--program {spec}: kernel {name!r}: {err}") from None
             if not choices:
-                raise ValueError(f"--program {spec}: kernel {name!r} ({family} {shape}) has no legal block configuration")
+                raise ValueError(
+                    f"--program {spec}: kernel {name!r} ({family} {shape}) has no legal block configuration"
+                )
             checked[name], knobs[name] = (family, shape, str(dtype)), tuple(choices)
         default = getattr(fn, "default", None) or {n: default_tile_config(c) for n, c in knobs.items()}
         return Tunable(spec, "tile", fn, Space(knobs, default), checked)

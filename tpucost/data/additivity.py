@@ -4,7 +4,7 @@ The paper's model predicts a program as the sum of its kernels, which assumes th
 after another and that nothing else costs time. `additivity_table` puts, for every (program,
 configuration) a collection measured, the sum of its top-level kernel labels beside its wall time
 (the minimum of several untraced runs); `additivity_summary` summarises the ratios and the
-dispatch overhead per kernel (`tpucost.data.kernel.dispatch_ns_per_kernel`) that closes most of
+dispatch overhead per kernel (`tpucost.data.kernel_collection.dispatch_ns_per_kernel`) that closes most of
 the gap for programs of a millisecond or more.
 """
 
@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from tpucost.data.kernel import default_data_dir, dispatch_ns_per_kernel, measured_runs
+from tpucost.data.kernel import default_data_dir
+from tpucost.data.kernel_collection import dispatch_ns_per_kernel, measured_runs
 
 __all__ = ["ADDITIVE", "additivity_table", "additivity_summary"]
 
@@ -30,8 +31,17 @@ def additivity_table(data_dir: str | os.PathLike | None = None) -> Any:
     """
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     rows = measured_runs(root)
-    frame = pd.DataFrame(rows, columns=["program_id", "configuration", "wall_ns", "kernel_ns_per_run",
-                                        "additivity_ratio", "kernels"])
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "program_id",
+            "configuration",
+            "wall_ns",
+            "kernel_ns_per_run",
+            "additivity_ratio",
+            "kernels",
+        ],
+    )
     frame.insert(1, "family", frame["program_id"].str.split("-").str[0])
     frame.insert(2, "form", frame["program_id"].str.split("-").str[1])
     frame["reason"] = [_additivity_reason(r) for r in frame.itertuples()]
@@ -87,9 +97,13 @@ def additivity_summary(table: Any) -> dict[str, Any]:
         **_ratio_summary(table["additivity_ratio"]),
         "pairs_ge_1ms": _ratio_summary(long["additivity_ratio"]),
         "dispatch_ns_per_kernel": dispatch,
-        "with_dispatch_ge_1ms": {"pairs": int(len(with_dispatch)),
-                                 "median": float(with_dispatch.median()) if len(long) else None,
-                                 "within_0.9_1.1": float(((with_dispatch - 1).abs() <= 0.1).mean()) if len(long) else None},
-        "median_by_family": {k: float(v) for k, v in table.groupby("family")["additivity_ratio"].median().items()},
+        "with_dispatch_ge_1ms": {
+            "pairs": int(len(with_dispatch)),
+            "median": float(with_dispatch.median()) if len(long) else None,
+            "within_0.9_1.1": float(((with_dispatch - 1).abs() <= 0.1).mean()) if len(long) else None,
+        },
+        "median_by_family": {
+            k: float(v) for k, v in table.groupby("family")["additivity_ratio"].median().items()
+        },
         "outside_by_reason": {k: int(v) for k, v in far["reason"].value_counts().items()},
     }

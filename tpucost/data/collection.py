@@ -107,7 +107,8 @@ def claim_device(folder: Path, fingerprint: Mapping[str, Any]) -> None:
         raise ValueError(
             f"{folder / DEVICE}: this collection was measured on {device.describe(recorded)}, this machine is "
             f"{device.describe(fingerprint)} ({'; '.join(device.differences(recorded, fingerprint))}); "
-            "a data set comes from one device: collect into a new folder")
+            "a data set comes from one device: collect into a new folder"
+        )
 
 
 def one_device(folders: Sequence[Path], allow_mixed_devices: bool = False) -> dict[str, Any] | None:
@@ -121,7 +122,8 @@ def one_device(folders: Sequence[Path], allow_mixed_devices: bool = False) -> di
             raise ValueError(
                 f"{known[0][0]} was measured on {device.describe(known[0][1])} and {d} on {device.describe(fp)} "
                 f"({'; '.join(diff)}): labels of different devices do not belong in one data set "
-                "(pass --allow-mixed-devices to merge them anyway)")
+                "(pass --allow-mixed-devices to merge them anyway)"
+            )
     if allow_mixed_devices and len({fp["id"] for _, fp in known}) > 1:
         return None
     return known[0][1] if known and len(known) == len(found) else None
@@ -131,8 +133,10 @@ def require_device(recorded: Mapping[str, Any] | None, where: Path, why: str) ->
     """This machine's fingerprint, or ValueError when ``recorded`` (a data set's device) is another."""
     here = device.fingerprint()
     if not recorded or recorded.get("id") != here["id"]:
-        raise ValueError(f"{where}: measured on {device.describe(recorded)}, this is {device.describe(here)}: "
-                         f"{why} needs the same device")
+        raise ValueError(
+            f"{where}: measured on {device.describe(recorded)}, this is {device.describe(here)}: "
+            f"{why} needs the same device"
+        )
     return here
 
 
@@ -144,7 +148,9 @@ def load_average() -> float | None:
         return None
 
 
-def wait_until_quiet(max_load: float | None, bar: Any, poll_s: float = 15.0, give_up_s: float = 1800.0) -> float:
+def wait_until_quiet(
+    max_load: float | None, bar: Any, poll_s: float = 15.0, give_up_s: float = 1800.0
+) -> float:
     """Pause while the load average exceeds ``max_load`` (another process is loading the machine).
 
     Returns the seconds paused. Gives up waiting after ``give_up_s`` (the log records the load).
@@ -179,9 +185,18 @@ class Item:
     payload: Any
 
 
-def run(folder: str | os.PathLike, items: Iterable[Item], key_of: Callable[[Mapping[str, Any]], str],
-        measure: Callable[[Item], dict[str, Any]], start: Mapping[str, Any], *, max_load: float | None = None,
-        progress: bool = True, desc: str = "collect", unit: str = "item") -> dict[str, Any]:
+def run(
+    folder: str | os.PathLike,
+    items: Iterable[Item],
+    key_of: Callable[[Mapping[str, Any]], str],
+    measure: Callable[[Item], dict[str, Any]],
+    start: Mapping[str, Any],
+    *,
+    max_load: float | None = None,
+    progress: bool = True,
+    desc: str = "collect",
+    unit: str = "item",
+) -> dict[str, Any]:
     """Measure the ``items`` the folder's log does not hold yet, one log line each.
 
     ``measure(item)`` returns the rest of the item's log line (``status`` "ok" or "skipped" and
@@ -199,9 +214,19 @@ def run(folder: str | os.PathLike, items: Iterable[Item], key_of: Callable[[Mapp
     claim_device(out, fingerprint)
     done = {key_of(e) for e in read_log(out) if e.get("status") in DONE}
     todo = [item for item in items if item.key not in done]
-    append_log(out, {"status": "start", **start, "todo": len(todo), "already_done": len(done),
-                     "argv": list(sys.argv), "time": time.time(), "device_id": fingerprint["id"],
-                     "load_average": load_average()})
+    append_log(
+        out,
+        {
+            "status": "start",
+            **start,
+            "todo": len(todo),
+            "already_done": len(done),
+            "argv": list(sys.argv),
+            "time": time.time(),
+            "device_id": fingerprint["id"],
+            "load_average": load_average(),
+        },
+    )
     errors, t_start = 0, time.perf_counter()
     bar = tqdm(todo, disable=not progress, unit=unit, desc=desc)
     for item in bar:
@@ -211,18 +236,34 @@ def run(folder: str | os.PathLike, items: Iterable[Item], key_of: Callable[[Mapp
         try:
             entry = {**item.fields, **measure(item)}
         except Exception as err:  # noqa: BLE001 - a failing item is logged and skipped
-            entry = {**item.fields, "status": "error", "error": f"{type(err).__name__}: {err}",
-                     "traceback": traceback.format_exc(limit=3)}
+            entry = {
+                **item.fields,
+                "status": "error",
+                "error": f"{type(err).__name__}: {err}",
+                "traceback": traceback.format_exc(limit=3),
+            }
             errors += 1
-        entry.update(wall_s=round(time.perf_counter() - t0, 4), load_average=load, paused_s=paused,
-                     device_id=fingerprint["id"], time=time.time())
+        entry.update(
+            wall_s=round(time.perf_counter() - t0, 4),
+            load_average=load,
+            paused_s=paused,
+            device_id=fingerprint["id"],
+            time=time.time(),
+        )
         append_log(out, entry)
     bar.close()
     return {"measured": len(todo), "errors": errors, "seconds": time.perf_counter() - t_start}
 
 
-def provenance(title: str, entries: Sequence[Mapping[str, Any]], call: str, folders: Sequence[Path],
-               device_line: str, counts_line: str, run_fields: Sequence[str]) -> str:
+def provenance(
+    title: str,
+    entries: Sequence[Mapping[str, Any]],
+    call: str,
+    folders: Sequence[Path],
+    device_line: str,
+    counts_line: str,
+    run_fields: Sequence[str],
+) -> str:
     """The text of a data set's ``PROVENANCE.md``, from its collection log: what wrote it, where,
     on which device, how many items measured (errors, skips), the seconds measuring, the load
     average, and every run's parameters (``run_fields`` of its "start" line)."""

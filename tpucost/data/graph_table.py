@@ -46,11 +46,18 @@ __all__ = [
     "check_table",
     "str_array",
     "offsets_from_lengths",
+    "stack_rows",
 ]
 
 #: The arrays of the graphs themselves, with their dtypes.
-GRAPH_FIELDS: dict[str, str] = {"node_offsets": "i8", "edge_offsets": "i8", "opcodes": "i4",
-                                "node_features": "f4", "senders": "i4", "receivers": "i4"}
+GRAPH_FIELDS: dict[str, str] = {
+    "node_offsets": "i8",
+    "edge_offsets": "i8",
+    "opcodes": "i4",
+    "node_features": "f4",
+    "senders": "i4",
+    "receivers": "i4",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +131,14 @@ class GraphTable:
         """Graph ``i`` as a `KernelGraph` (views into the arrays)."""
         n0, n1 = self.node_offsets[i], self.node_offsets[i + 1]
         e0, e1 = self.edge_offsets[i], self.edge_offsets[i + 1]
-        return KernelGraph(self.opcodes[n0:n1], self.node_features[n0:n1], self.senders[e0:e1],
-                           self.receivers[e0:e1], name, kind)
+        return KernelGraph(
+            self.opcodes[n0:n1],
+            self.node_features[n0:n1],
+            self.senders[e0:e1],
+            self.receivers[e0:e1],
+            name,
+            kind,
+        )
 
     def subset(self, indices: Sequence[int] | np.ndarray) -> GraphTable:
         """A new table of graphs ``indices`` (in that order), with their columns and group rows."""
@@ -136,9 +149,16 @@ class GraphTable:
         for name, g in self.groups.items():
             take, offsets = _ragged_take(g.offsets, idx)
             groups[name] = Group(offsets, {c: a[take] for c, a in g.columns.items()})
-        return GraphTable(node_offsets, edge_offsets, self.opcodes[take_n], self.node_features[take_n],
-                          self.senders[take_e], self.receivers[take_e],
-                          {c: a[idx] for c, a in self.columns.items()}, groups)
+        return GraphTable(
+            node_offsets,
+            edge_offsets,
+            self.opcodes[take_n],
+            self.node_features[take_n],
+            self.senders[take_e],
+            self.receivers[take_e],
+            {c: a[idx] for c, a in self.columns.items()},
+            groups,
+        )
 
     def with_columns(self, **columns: np.ndarray) -> GraphTable:
         """This table with ``columns`` replaced or added (each of length G)."""
@@ -180,25 +200,38 @@ def _ragged_take(offsets: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.n
     return take, new_offsets
 
 
-def _stack(arrays: Sequence[np.ndarray], dtype: str, trailing: tuple[int, ...] = ()) -> np.ndarray:
+def stack_rows(arrays: Sequence[np.ndarray], dtype: str, trailing: tuple[int, ...] = ()) -> np.ndarray:
+    """The rows of ``arrays`` (each reshaped to ``(-1, *trailing)``) stacked as ``dtype``; empty: zero rows."""
     if not arrays:
         return np.zeros((0, *trailing), dtype)
     return np.concatenate([np.asarray(a, dtype).reshape(-1, *trailing) for a in arrays])
 
 
-def from_graphs(graphs: Sequence[KernelGraph], columns: Mapping[str, np.ndarray],
-                groups: Mapping[str, Group] | None = None, num_node_features: int | None = None) -> GraphTable:
+def from_graphs(
+    graphs: Sequence[KernelGraph],
+    columns: Mapping[str, np.ndarray],
+    groups: Mapping[str, Group] | None = None,
+    num_node_features: int | None = None,
+) -> GraphTable:
     """A table of ``graphs`` with the given per-graph ``columns`` and ``groups``.
 
     ``num_node_features`` gives the node feature width of an empty table (else the graphs' own).
     """
-    width = num_node_features if num_node_features is not None else (
-        graphs[0].node_features.shape[1] if graphs else 0)
+    width = (
+        num_node_features
+        if num_node_features is not None
+        else (graphs[0].node_features.shape[1] if graphs else 0)
+    )
     return GraphTable(
-        offsets_from_lengths([g.num_nodes for g in graphs]), offsets_from_lengths([g.num_edges for g in graphs]),
-        _stack([g.opcodes for g in graphs], "int32"), _stack([g.node_features for g in graphs], "float32", (width,)),
-        _stack([g.senders for g in graphs], "int32"), _stack([g.receivers for g in graphs], "int32"),
-        dict(columns), dict(groups or {}))
+        offsets_from_lengths([g.num_nodes for g in graphs]),
+        offsets_from_lengths([g.num_edges for g in graphs]),
+        stack_rows([g.opcodes for g in graphs], "int32"),
+        stack_rows([g.node_features for g in graphs], "float32", (width,)),
+        stack_rows([g.senders for g in graphs], "int32"),
+        stack_rows([g.receivers for g in graphs], "int32"),
+        dict(columns),
+        dict(groups or {}),
+    )
 
 
 def _cat(parts: Sequence[np.ndarray]) -> np.ndarray:
@@ -214,15 +247,27 @@ def concat(tables: Sequence[GraphTable]) -> GraphTable:
     first = tables[0]
     for t in tables[1:]:
         if set(t.columns) != set(first.columns) or set(t.groups) != set(first.groups):
-            raise ValueError(f"tables with other columns or groups cannot be joined: {sorted(first.columns)} "
-                             f"and {sorted(t.columns)}")
-    joined = {f: np.concatenate([getattr(t, f) for t in tables]) for f in GRAPH_FIELDS if not f.endswith("offsets")}
-    groups = {name: Group(offsets_from_lengths(np.concatenate([np.diff(t.groups[name].offsets) for t in tables])),
-                          {c: _cat([t.groups[name].columns[c] for t in tables]) for c in g.columns})
-              for name, g in first.groups.items()}
-    return GraphTable(offsets_from_lengths(np.concatenate([t.n_nodes for t in tables])),
-                      offsets_from_lengths(np.concatenate([t.n_edges for t in tables])),
-                      **joined, columns={c: _cat([t.columns[c] for t in tables]) for c in first.columns}, groups=groups)
+            raise ValueError(
+                f"tables with other columns or groups cannot be joined: {sorted(first.columns)} "
+                f"and {sorted(t.columns)}"
+            )
+    joined = {
+        f: np.concatenate([getattr(t, f) for t in tables]) for f in GRAPH_FIELDS if not f.endswith("offsets")
+    }
+    groups = {
+        name: Group(
+            offsets_from_lengths(np.concatenate([np.diff(t.groups[name].offsets) for t in tables])),
+            {c: _cat([t.groups[name].columns[c] for t in tables]) for c in g.columns},
+        )
+        for name, g in first.groups.items()
+    }
+    return GraphTable(
+        offsets_from_lengths(np.concatenate([t.n_nodes for t in tables])),
+        offsets_from_lengths(np.concatenate([t.n_edges for t in tables])),
+        **joined,
+        columns={c: _cat([t.columns[c] for t in tables]) for c in first.columns},
+        groups=groups,
+    )
 
 
 # ------------------------------------------------------------------------------------- on disk
@@ -241,15 +286,22 @@ def load(path: str | os.PathLike, schema: TableSchema, widths: Mapping[str, int]
     return table
 
 
-def from_arrays(arrays: Mapping[str, np.ndarray], schema: TableSchema, path: Any = "<in memory>") -> GraphTable:
+def from_arrays(
+    arrays: Mapping[str, np.ndarray], schema: TableSchema, path: Any = "<in memory>"
+) -> GraphTable:
     """The table of the npz layout ``arrays``; ValueError naming ``path`` and a missing field."""
     for name in schema.field_names():
         if name not in arrays:
             raise ValueError(f"{path}: field {name!r}: missing")
-    groups = {name: Group(arrays[f"{name}_offsets"], {c.name: arrays[c.name] for c in cols})
-              for name, cols in schema.groups.items()}
-    return GraphTable(*(arrays[f] for f in GRAPH_FIELDS), columns={c.name: arrays[c.name] for c in schema.columns},
-                      groups=groups)
+    groups = {
+        name: Group(arrays[f"{name}_offsets"], {c.name: arrays[c.name] for c in cols})
+        for name, cols in schema.groups.items()
+    }
+    return GraphTable(
+        *(arrays[f] for f in GRAPH_FIELDS),
+        columns={c.name: arrays[c.name] for c in schema.columns},
+        groups=groups,
+    )
 
 
 def _check_edges(path: Any, table: GraphTable) -> None:
@@ -269,16 +321,27 @@ def check_table(path: Any, table: GraphTable, schema: TableSchema, widths: Mappi
     check_offsets(path, "node_offsets", table.node_offsets, g, len(table.opcodes), "opcodes")
     check_offsets(path, "edge_offsets", table.edge_offsets, g, len(table.senders), "senders")
     n, m = len(table.opcodes), len(table.senders)
-    for name, shape in (("opcodes", (n,)), ("node_features", (n, widths["num_node_features"])),
-                        ("senders", (m,)), ("receivers", (m,))):
+    for name, shape in (
+        ("opcodes", (n,)),
+        ("node_features", (n, widths["num_node_features"])),
+        ("senders", (m,)),
+        ("receivers", (m,)),
+    ):
         check_array(path, name, getattr(table, name), GRAPH_FIELDS[name], shape)
     _check_edges(path, table)
     for col in schema.columns:
-        check_array(path, col.name, table.columns[col.name], col.dtype, (g, widths[col.width]) if col.width else (g,))
+        check_array(
+            path, col.name, table.columns[col.name], col.dtype, (g, widths[col.width]) if col.width else (g,)
+        )
     for name, cols in schema.groups.items():
         group = table.groups[name]
         rows = len(group.columns[cols[0].name]) if cols else 0
         check_offsets(path, f"{name}_offsets", group.offsets, g, rows, cols[0].name if cols else "")
         for col in cols:
-            check_array(path, col.name, group.columns[col.name], col.dtype,
-                        (rows, widths[col.width]) if col.width else (rows,))
+            check_array(
+                path,
+                col.name,
+                group.columns[col.name],
+                col.dtype,
+                (rows, widths[col.width]) if col.width else (rows,),
+            )

@@ -35,14 +35,8 @@ plus the graph arrays. A data folder holds ``schema.json`` (``{"format", "format
 its `FeatureSpec` and is checked against it; nothing compares it with tpucost's own layout, so a
 data set of another layout still loads (a model trained on it must match it).
 
-Collection
-----------
-`collect` measures the programs of ``generate_programs(n_programs, seed)`` (those with ``index %
-n == i`` for ``shard=(i, n)``) under each applicable configuration, through the resumable
-`tpucost.data.collection`: `measure_program` compiles, labels every kernel with
-`tpucost.measure.measure_kernels`, cuts and featurizes, and writes the records of the pair as
-``parts/<program>__<config>.npz`` before its log line. `finalize` deduplicates the parts into the
-data set; `merge` joins the folders of several shards (of one device).
+Collection: `tpucost.data.kernel_collection` (`collect`, `finalize`, `merge`, the noise floor
+`measure_noise`, and the log's measured runs with their dispatch overhead).
 
 Splits
 ------
@@ -69,25 +63,18 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
-import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
-from tpucost import features, hlo, kernels
 from tpucost.data import collection, graph_table
 from tpucost.data.graph_table import Column, GraphTable, Group, TableSchema, str_array
 from tpucost.data.splits import SPLITS, Split, family_parts, random_parts
 from tpucost.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.files import bundled_dir, missing_bundled_hint, read_json_object, read_npz, write_json_atomic
-from tpucost.measure import Measurement, compile_fn, measure_kernels
-from tpucost.programs import Program, applicable_configurations, generate_programs, program_from_id
 
 __all__ = [
     "FORMAT_VERSION",
@@ -111,13 +98,6 @@ __all__ = [
     "split_hard",
     "program_rows",
     "stats",
-    "measure_program",
-    "collect",
-    "finalize",
-    "merge",
-    "measured_runs",
-    "dispatch_ns_per_kernel",
-    "measure_noise",
 ]
 
 FORMAT = "tpucost-kernels"
@@ -129,20 +109,37 @@ HARD_VAL_FAMILIES: tuple[str, ...] = ("mobilenet_block",)
 #: Name of the bundled folder under `tpucost.files.bundled_dir()`.
 BUNDLED_NAME = "kernels_cpu"
 SHARD_FILE = "kernels-{:05d}.npz"
-PARTS = "parts"
 SCHEMA_FILE = "schema.json"
 NOISE_FILE = "noise.json"
 
 #: Per-kernel string columns (metadata of the first occurrence).
-META_FIELDS: tuple[str, ...] = ("program_id", "family", "form", "configuration", "backend", "device_kind",
-                                "jax_version")
+META_FIELDS: tuple[str, ...] = (
+    "program_id",
+    "family",
+    "form",
+    "configuration",
+    "backend",
+    "device_kind",
+    "jax_version",
+)
 #: The columns and the ``source`` group of a kernel table (see the module docstring).
 KERNEL_TABLE = TableSchema(
-    columns=(Column("runtime_ns", "f8"), Column("count", "i8"), Column("calls_per_run", "i8"),
-             Column("kernel_hash", "U"), Column("name", "U"), Column("kind", "U"),
-             *(Column(f, "U") for f in META_FIELDS)),
-    groups={"source": (Column("source_program_id", "U"), Column("source_configuration", "U"),
-                       Column("source_family", "U"))},
+    columns=(
+        Column("runtime_ns", "f8"),
+        Column("count", "i8"),
+        Column("calls_per_run", "i8"),
+        Column("kernel_hash", "U"),
+        Column("name", "U"),
+        Column("kind", "U"),
+        *(Column(f, "U") for f in META_FIELDS),
+    ),
+    groups={
+        "source": (
+            Column("source_program_id", "U"),
+            Column("source_configuration", "U"),
+            Column("source_family", "U"),
+        )
+    },
 )
 
 
@@ -198,14 +195,22 @@ class KernelDataset:
     def sources(self, i: int) -> list[tuple[str, str]]:
         """The (program_id, configuration) pairs kernel ``i`` was measured in."""
         rows = self.table.groups["source"].rows(i)
-        return list(zip(self.source_program_id[rows].tolist(), self.source_configuration[rows].tolist(), strict=True))
+        return list(
+            zip(self.source_program_id[rows].tolist(), self.source_configuration[rows].tolist(), strict=True)
+        )
 
     def to_frame(self) -> pd.DataFrame:
         """One row per kernel: metadata, n_nodes, n_edges, count, calls_per_run, runtime_ns."""
-        cols: dict[str, Any] = {f: self.table.columns[f].astype(str) for f in ("kernel_hash", "name", "kind",
-                                                                               *META_FIELDS)}
-        cols.update(n_nodes=self.table.n_nodes, n_edges=self.table.n_edges, count=self.count,
-                    calls_per_run=self.calls_per_run, runtime_ns=self.runtime_ns)
+        cols: dict[str, Any] = {
+            f: self.table.columns[f].astype(str) for f in ("kernel_hash", "name", "kind", *META_FIELDS)
+        }
+        cols.update(
+            n_nodes=self.table.n_nodes,
+            n_edges=self.table.n_edges,
+            count=self.count,
+            calls_per_run=self.calls_per_run,
+            runtime_ns=self.runtime_ns,
+        )
         return pd.DataFrame(cols)
 
     def subset(self, indices: Sequence[int] | np.ndarray) -> KernelDataset:
@@ -222,8 +227,12 @@ def kernel_hash(graph: KernelGraph, backend: str, device_kind: str = "") -> str:
     The kernel's name is not part of it: the same kernel in two programs has two names.
     """
     h = hashlib.sha256()
-    for arr, dtype in ((graph.opcodes, np.int32), (graph.node_features, np.float32),
-                       (graph.senders, np.int32), (graph.receivers, np.int32)):
+    for arr, dtype in (
+        (graph.opcodes, np.int32),
+        (graph.node_features, np.float32),
+        (graph.senders, np.int32),
+        (graph.receivers, np.int32),
+    ):
         a = np.ascontiguousarray(arr, dtype=dtype)
         h.update(str(a.shape).encode())
         h.update(a.tobytes())
@@ -231,8 +240,13 @@ def kernel_hash(graph: KernelGraph, backend: str, device_kind: str = "") -> str:
     return h.hexdigest()[:32]
 
 
-def from_graphs(graphs: Sequence[KernelGraph], runtime_ns: Sequence[float], calls_per_run: Sequence[int],
-                meta: Mapping[str, str], spec: FeatureSpec = TPUCOST_FEATURES) -> KernelDataset:
+def from_graphs(
+    graphs: Sequence[KernelGraph],
+    runtime_ns: Sequence[float],
+    calls_per_run: Sequence[int],
+    meta: Mapping[str, str],
+    spec: FeatureSpec = TPUCOST_FEATURES,
+) -> KernelDataset:
     """Records of the kernels of ONE (program, configuration) measurement (count 1 each).
 
     ``meta`` holds program_id, family, form, configuration, backend, device_kind, jax_version.
@@ -240,15 +254,22 @@ def from_graphs(graphs: Sequence[KernelGraph], runtime_ns: Sequence[float], call
     k = len(graphs)
     col = lambda v: str_array([v] * k)  # noqa: E731
     columns = {
-        "runtime_ns": np.asarray(runtime_ns, np.float64).reshape(k), "count": np.ones(k, np.int64),
+        "runtime_ns": np.asarray(runtime_ns, np.float64).reshape(k),
+        "count": np.ones(k, np.int64),
         "calls_per_run": np.asarray(calls_per_run, np.int64).reshape(k),
         "kernel_hash": str_array(kernel_hash(g, meta["backend"], meta["device_kind"]) for g in graphs),
-        "name": str_array(g.name for g in graphs), "kind": str_array(g.kind for g in graphs),
+        "name": str_array(g.name for g in graphs),
+        "kind": str_array(g.kind for g in graphs),
         **{f: col(meta[f]) for f in META_FIELDS},
     }
-    sources = Group(np.arange(k + 1, dtype=np.int64), {"source_program_id": col(meta["program_id"]),
-                                                       "source_configuration": col(meta["configuration"]),
-                                                       "source_family": col(meta["family"])})
+    sources = Group(
+        np.arange(k + 1, dtype=np.int64),
+        {
+            "source_program_id": col(meta["program_id"]),
+            "source_configuration": col(meta["configuration"]),
+            "source_family": col(meta["family"]),
+        },
+    )
     table = graph_table.from_graphs(graphs, columns, {"source": sources}, spec.num_node_features)
     return KernelDataset(table, spec)
 
@@ -260,8 +281,11 @@ def concat(parts: Sequence[KernelDataset]) -> KernelDataset:
     for p in parts[1:]:
         parts[0].features.check_matches(p.features, "one part", "another")
     devices = {json.dumps(p.device, sort_keys=True) for p in parts if p.device is not None}
-    return KernelDataset(graph_table.concat([p.table for p in parts]), parts[0].features,
-                         parts[0].device if len(devices) == 1 else None)
+    return KernelDataset(
+        graph_table.concat([p.table for p in parts]),
+        parts[0].features,
+        parts[0].device if len(devices) == 1 else None,
+    )
 
 
 def dedup(ds: KernelDataset) -> KernelDataset:
@@ -281,9 +305,15 @@ def dedup(ds: KernelDataset) -> KernelDataset:
     # sources, grouped by output record, original order within a group
     src_group = group[ds.source_kernel]
     src_order = np.argsort(src_group, kind="stable")
-    sources = Group(graph_table.offsets_from_lengths(np.bincount(src_group, minlength=len(order))),
-                    {c: a[src_order] for c, a in ds.table.groups["source"].columns.items()})
-    table = ds.table.subset(first[order]).with_columns(runtime_ns=runtime, count=count).with_group("source", sources)
+    sources = Group(
+        graph_table.offsets_from_lengths(np.bincount(src_group, minlength=len(order))),
+        {c: a[src_order] for c, a in ds.table.groups["source"].columns.items()},
+    )
+    table = (
+        ds.table.subset(first[order])
+        .with_columns(runtime_ns=runtime, count=count)
+        .with_group("source", sources)
+    )
     return dataclasses.replace(ds, table=table)
 
 
@@ -296,8 +326,14 @@ def _widths(spec: FeatureSpec) -> dict[str, int]:
 
 def save_shard(ds: KernelDataset, path: str | os.PathLike) -> Path:
     """Write ``ds`` as one npz (the table, the format version and the feature spec), atomically."""
-    return graph_table.save(ds.table, path, {"format_version": np.array(FORMAT_VERSION, np.int64),
-                                             "features": np.array(json.dumps(ds.features.to_dict()))})
+    return graph_table.save(
+        ds.table,
+        path,
+        {
+            "format_version": np.array(FORMAT_VERSION, np.int64),
+            "features": np.array(json.dumps(ds.features.to_dict())),
+        },
+    )
 
 
 def read_shard(path: str | os.PathLike) -> KernelDataset:
@@ -306,9 +342,13 @@ def read_shard(path: str | os.PathLike) -> KernelDataset:
     arrays = read_npz(path)
     for field in ("format_version", "features"):
         if field not in arrays:
-            raise ValueError(f"{path}: field {field!r}: missing (not a tpucost kernel shard of format {FORMAT_VERSION})")
+            raise ValueError(
+                f"{path}: field {field!r}: missing (not a tpucost kernel shard of format {FORMAT_VERSION})"
+            )
     if arrays["format_version"].shape != () or int(arrays["format_version"]) != FORMAT_VERSION:
-        raise ValueError(f"{path}: field 'format_version': {arrays['format_version']!r}, expected {FORMAT_VERSION}")
+        raise ValueError(
+            f"{path}: field 'format_version': {arrays['format_version']!r}, expected {FORMAT_VERSION}"
+        )
     try:
         spec = _spec(path, "features", json.loads(str(arrays["features"])))
     except json.JSONDecodeError as err:
@@ -337,8 +377,14 @@ def save_dataset(ds: KernelDataset, out_dir: str | os.PathLike, shard_size: int 
         part = ds.subset(np.arange(start, min(start + shard_size, len(ds))))
         save_shard(part, out_dir / SHARD_FILE.format(j))
         shards.append({"file": SHARD_FILE.format(j), "kernels": len(part)})
-    schema = {"format": FORMAT, "format_version": FORMAT_VERSION, "features": ds.features.to_dict(),
-              "kernels": len(ds), "shards": shards, "device": ds.device}
+    schema = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "features": ds.features.to_dict(),
+        "kernels": len(ds),
+        "shards": shards,
+        "device": ds.device,
+    }
     if ds.device is not None:
         write_json_atomic(out_dir / collection.DEVICE, ds.device)
     write_json_atomic(out_dir / SCHEMA_FILE, schema)
@@ -368,7 +414,8 @@ def load_kernel_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
         hint = f" {missing_bundled_hint(root)}" if path is None else ""
         raise FileNotFoundError(
             f"no kernel data set at {root} (no {SCHEMA_FILE}). Collect one with "
-            f"`python -m tpucost collect --out DIR` (or merge shards with `python -m tpucost data merge`).{hint}")
+            f"`python -m tpucost collect --out DIR` (or merge shards with `python -m tpucost data merge`).{hint}"
+        )
     schema = read_json_object(schema_path)
     for field, expected in (("format", FORMAT), ("format_version", FORMAT_VERSION)):
         if schema.get(field) != expected:
@@ -422,8 +469,11 @@ def _assign(ds: KernelDataset, programs: np.ndarray, program_part: np.ndarray, h
     else:
         kernel_part = np.full(len(ds), 2, np.int64)
         np.minimum.at(kernel_part, ds.source_kernel, source_part)
-    return Split("program", *(programs[program_part == j] for j in range(3)),
-                 *(np.flatnonzero(kernel_part == j) for j in range(3)))
+    return Split(
+        "program",
+        *(programs[program_part == j] for j in range(3)),
+        *(np.flatnonzero(kernel_part == j) for j in range(3)),
+    )
 
 
 def split_random(ds: KernelDataset, seed: int = 0, fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> Split:
@@ -436,8 +486,11 @@ def split_random(ds: KernelDataset, seed: int = 0, fractions: Sequence[float] = 
     return _assign(ds, programs, random_parts(len(programs), seed, fractions), held_out_first=False)
 
 
-def split_hard(ds: KernelDataset, test_families: Sequence[str] = HARD_TEST_FAMILIES,
-               val_families: Sequence[str] = HARD_VAL_FAMILIES) -> Split:
+def split_hard(
+    ds: KernelDataset,
+    test_families: Sequence[str] = HARD_TEST_FAMILIES,
+    val_families: Sequence[str] = HARD_VAL_FAMILIES,
+) -> Split:
     """Whole families held out; a kernel any held-out program ran goes with the held-out part, so
     train shares no kernel with the held-out families."""
     programs, families = _program_families(ds)
@@ -503,193 +556,3 @@ def stats(ds: KernelDataset) -> dict[str, Any]:
         "noise_p90_rel_ge5us": noise.get("p90_rel_ge5us"),
         "device": ds.device,
     }
-
-
-# ---------------------------------------------------------------------------------- collection
-
-
-def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[KernelDataset, dict[str, Any]]:
-    """Records of one (program, configuration) and the results of its log line (phase timings in s).
-
-    The program is compiled first (``compile_s``); ``measure_kernels`` then reuses JAX's
-    in-memory compilation cache, so ``measure_s`` is mostly running and tracing.
-    """
-    fn, options = program.configured(config)
-    t0 = time.perf_counter()
-    compile_fn(fn, program.args, options)
-    t1 = time.perf_counter()
-    m: Measurement = measure_kernels(fn, *program.args, repeats=repeats, compiler_options=options)
-    t2 = time.perf_counter()
-    graphs, labels, calls = [], [], []
-    for k in kernels.decompose(m.module or hlo.parse_module(m.hlo_text)):
-        label = m.runtime_ns.get(k.name)
-        if label is None or not label > 0:
-            continue
-        graphs.append(features.featurize(k))
-        labels.append(label)
-        calls.append(m.calls_per_run.get(k.name, k.calls_per_run))
-    meta = {"program_id": program.program_id, "family": program.family, "form": program.form,
-            "configuration": config, "backend": m.backend, "device_kind": m.device_kind,
-            "jax_version": jax.__version__}
-    records = from_graphs(graphs, labels, calls, meta)
-    t3 = time.perf_counter()
-    kernel_ns = sum(t * m.calls_per_run.get(k, 1) for k, t in m.runtime_ns.items() if k not in m.nested)
-    entry = {"status": "ok", "kernels": len(records), "missing": len(m.missing),
-             "additivity_ratio": m.additivity_ratio, "wall_ns": min(m.wall_ns_per_run), "kernel_ns_per_run": kernel_ns,
-             "repeats": repeats, "compile_s": t1 - t0, "measure_s": t2 - t1, "featurize_s": t3 - t2}
-    return records, entry
-
-
-def _part_name(program_id: str, config: str) -> str:
-    return re.sub(r"[^\w.\-]", "_", f"{program_id}__{config}") + ".npz"
-
-
-def _pair_key(entry: Mapping[str, Any]) -> str:
-    return f"{entry['program_id']}/{entry['configuration']}"
-
-
-def _pairs(n_programs: int, seed: int, shard: tuple[int, int], configurations: Sequence[str] | None,
-           families: Sequence[str] | None) -> Iterator[collection.Item]:
-    i, n = shard
-    for index, program in enumerate(generate_programs(n_programs, seed, families)):
-        if index % n != i:
-            continue
-        for config in applicable_configurations(program):
-            if configurations is None or config in configurations:
-                fields = {"program_id": program.program_id, "configuration": config}
-                yield collection.Item(_pair_key(fields), fields, (program, config))
-
-
-def collect(out_dir: str | os.PathLike, n_programs: int, seed: int = 0, shard: tuple[int, int] = (0, 1),
-            resume: bool = False, repeats: int = 5, configurations: Sequence[str] | None = None,
-            progress: bool = True, families: Sequence[str] | None = None,
-            do_finalize: bool = True, max_load: float | None = None) -> dict[str, Any]:
-    """Measure programs into ``out_dir`` (see "Collection" above); returns a summary dict.
-
-    With ``max_load`` set, the run pauses before a pair while the 1-minute load average is above
-    it (measure on a quiet machine). Raises FileExistsError when ``out_dir`` already has a log and
-    ``resume`` is False.
-    """
-    out = Path(out_dir)
-    if not 0 <= shard[0] < shard[1]:
-        raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard}")
-    if (out / collection.LOG).exists() and not resume:
-        raise FileExistsError(f"{out / collection.LOG} exists: pass resume=True (--resume) to continue that run")
-    counts = {"kernels": 0}
-
-    def measure(item: collection.Item) -> dict[str, Any]:
-        program, config = item.payload
-        records, entry = measure_program(program, config, repeats)
-        (out / PARTS).mkdir(exist_ok=True)
-        save_shard(records, out / PARTS / _part_name(program.program_id, config))  # before the log line
-        counts["kernels"] += len(records)
-        return entry
-
-    start = {"n_programs": n_programs, "seed": seed, "shard": list(shard), "repeats": repeats, "resume": resume,
-             "families": list(families) if families else None,
-             "configurations": list(configurations) if configurations else None}
-    done = collection.run(out, _pairs(n_programs, seed, shard, configurations, families), _pair_key, measure,
-                          start, max_load=max_load, progress=progress, desc="collect", unit="config")
-    summary = {"pairs": done["measured"], "kernels": counts["kernels"], "errors": done["errors"],
-               "seconds": done["seconds"]}
-    if do_finalize:
-        summary["dataset_kernels"] = len(finalize(out))
-    return summary
-
-
-def load_parts(folder: str | os.PathLike) -> KernelDataset:
-    """All part files of a collect folder (or of its ``parts/``), in file-name order."""
-    d = Path(folder)
-    if (d / PARTS).is_dir():
-        d = d / PARTS
-    return concat([read_shard(p) for p in sorted(d.glob("*.npz"))])
-
-
-def finalize(out_dir: str | os.PathLike, shard_size: int = 100_000) -> KernelDataset:
-    """Deduplicate ``out_dir``'s parts into shards + ``schema.json`` in ``out_dir``."""
-    return merge([out_dir], out_dir, shard_size)
-
-
-def merge(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLike, shard_size: int = 100_000,
-          allow_mixed_devices: bool = False) -> KernelDataset:
-    """Deduplicate the parts of several collect folders into one data set in ``out_dir``.
-
-    Parts are taken in file-name order over all folders (a part present in two folders is read
-    once), so the result does not depend on how the runs were sharded. Folders measured on
-    different devices are refused unless ``allow_mixed_devices``. ``out_dir`` also gets the
-    folders' log lines, each once (what `measure_noise`, the additivity table and program totals read).
-    """
-    roots = [Path(d).parent if Path(d).name == PARTS else Path(d) for d in folders]
-    fingerprint = collection.one_device(roots, allow_mixed_devices)
-    files: dict[str, Path] = {}
-    for d in roots:
-        d = d / PARTS if (d / PARTS).is_dir() else d
-        for p in d.glob("*.npz"):
-            files.setdefault(p.name, p)
-    ds = dataclasses.replace(dedup(concat([read_shard(files[name]) for name in sorted(files)])), device=fingerprint)
-    save_dataset(ds, out_dir, shard_size)
-    collection.merge_logs(roots, Path(out_dir))
-    return load_kernel_dataset(out_dir)
-
-
-def measured_runs(folder: str | os.PathLike, program_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """The log lines of the (program, configuration) pairs measured without error, optionally only
-    those of ``program_ids``: wall time, summed labels, kernels, ... (see `measure_program`)."""
-    wanted = None if program_ids is None else {str(p) for p in program_ids}
-    return [e for e in collection.read_log(folder)
-            if e.get("status") == "ok" and "program_id" in e and (wanted is None or e["program_id"] in wanted)]
-
-
-def dispatch_ns_per_kernel(entries: Iterable[Mapping[str, Any]]) -> float | None:
-    """The device's dispatch overhead per kernel: the median over measured pairs (log lines of
-    `measure_program`) of (wall time - summed labels) / kernels, the time a run spends launching
-    kernels that no label holds. A program's predicted total adds this much per kernel."""
-    gaps = [(e["wall_ns"] - e["kernel_ns_per_run"]) / max(int(e["kernels"]), 1)
-            for e in entries if e.get("wall_ns") is not None and e.get("kernel_ns_per_run") is not None]
-    return float(np.median(gaps)) if gaps else None
-
-
-def measure_noise(data_dir: str | os.PathLike | None = None, sample: int = 200, seed: int = 0,
-                  repeats: int | None = None, progress: bool = True) -> dict[str, Any]:
-    """Re-measure a random sample of a data set's kernels and compare with the stored labels.
-
-    Picks ``sample`` kernels at random, regenerates the (program, configuration) each was first
-    measured in, measures it again and matches kernels by `kernel_hash`. The relative difference
-    ``|new - stored| / stored`` of the same kernel is the label noise: no model can predict labels
-    closer than that. Returns (and writes to ``noise.json`` beside the data) its median and 90th
-    percentile, plus the per-kernel rows. Must run on the device that measured the data, in a
-    fresh process (``python -m tpucost data noise``), on an otherwise idle machine.
-    """
-    root = Path(data_dir) if data_dir is not None else default_data_dir()
-    ds = load_kernel_dataset(root)
-    collection.require_device(ds.device, root, "a noise floor")
-    repeats = repeats or max((int(e.get("repeats", 5)) for e in measured_runs(root)), default=5)
-    picked = np.random.default_rng(seed).choice(len(ds), size=min(sample, len(ds)), replace=False)
-    wanted: dict[tuple[str, str], list[int]] = {}
-    for i in picked:
-        wanted.setdefault((str(ds.program_id[i]), str(ds.configuration[i])), []).append(int(i))
-    rows = []
-    for (pid, config), indices in tqdm(sorted(wanted.items()), disable=not progress, desc="re-measure", unit="program"):
-        records, _ = measure_program(program_from_id(pid), config, repeats)
-        fresh = dict(zip(records.kernel_hash.tolist(), records.runtime_ns.tolist(), strict=True))
-        for i in indices:
-            new = fresh.get(str(ds.kernel_hash[i]))
-            if new is not None:
-                old = float(ds.runtime_ns[i])
-                rows.append({"kernel": str(ds.name[i]), "program_id": pid, "configuration": config,
-                             "stored_ns": old, "remeasured_ns": new, "rel_diff": abs(new - old) / old})
-    rel = np.array([r["rel_diff"] for r in rows])
-    big = np.array([r["rel_diff"] for r in rows if r["stored_ns"] >= 5_000])
-    result = {
-        "sampled": int(len(picked)), "matched": len(rows), "repeats": repeats, "seed": seed,
-        "median_rel": float(np.median(rel)) if len(rel) else None,
-        "p90_rel": float(np.quantile(rel, 0.9)) if len(rel) else None,
-        "median_rel_ge5us": float(np.median(big)) if len(big) else None,
-        "p90_rel_ge5us": float(np.quantile(big, 0.9)) if len(big) else None,
-        "n_ge5us": int(len(big)),
-        "command": f"python -m tpucost data noise {root} --sample {sample} --seed {seed}",
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "rows": rows,
-    }
-    write_json_atomic(root / NOISE_FILE, result)
-    return result

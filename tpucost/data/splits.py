@@ -69,10 +69,13 @@ def random_parts(n: int, seed: int, fractions: Sequence[float] = (0.8, 0.1, 0.1)
     return part
 
 
-def family_parts(families: np.ndarray, test_families: Sequence[str], val_families: Sequence[str]) -> np.ndarray:
+def family_parts(
+    families: np.ndarray, test_families: Sequence[str], val_families: Sequence[str]
+) -> np.ndarray:
     """int64[n]: 2 for ids of ``test_families``, 1 for ``val_families``, else 0 (a family may not be both)."""
     both = set(test_families) & set(val_families)
     if both:
         raise ValueError(f"a family cannot be both test and validation: {sorted(both)}")
-    return np.where(np.isin(families, list(test_families)), 2,
-                    np.where(np.isin(families, list(val_families)), 1, 0)).astype(np.int64)
+    return np.where(
+        np.isin(families, list(test_families)), 2, np.where(np.isin(families, list(val_families)), 1, 0)
+    ).astype(np.int64)

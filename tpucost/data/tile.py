@@ -64,7 +64,15 @@ import pandas as pd
 
 from tpucost import tpugraphs
 from tpucost.data import collection, graph_table
-from tpucost.data.graph_table import Column, GraphTable, Group, TableSchema, offsets_from_lengths, str_array
+from tpucost.data.graph_table import (
+    Column,
+    GraphTable,
+    Group,
+    TableSchema,
+    offsets_from_lengths,
+    stack_rows,
+    str_array,
+)
 from tpucost.data.splits import SPLITS, Split, family_parts, random_parts
 from tpucost.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.files import (
@@ -128,8 +136,13 @@ SOURCES = ("tpucost", "tpugraphs")
 #: The columns and the ``config`` group of a tile table (see the module docstring).
 TILE_TABLE = TableSchema(
     columns=(Column("family", "U"), Column("shape", "U"), Column("dtype", "U")),
-    groups={"config": (Column("config_runtime_ns", "f8"), Column("config_values", "i8", "num_config_keys"),
-                       Column("config_feat", "f4", "num_config_features"))},
+    groups={
+        "config": (
+            Column("config_runtime_ns", "f8"),
+            Column("config_values", "i8", "num_config_keys"),
+            Column("config_feat", "f4", "num_config_features"),
+        )
+    },
 )
 
 
@@ -215,7 +228,9 @@ class TileDataset:
     @property
     def problem_id(self) -> np.ndarray:
         """unicode[P]: ``"family|shape|dtype"``, unique per problem (what splits assign)."""
-        return str_array(problem_key(f, s, d) for f, s, d in zip(self.family, self.shape, self.dtype, strict=True))
+        return str_array(
+            problem_key(f, s, d) for f, s, d in zip(self.family, self.shape, self.dtype, strict=True)
+        )
 
     @property
     def config_problem(self) -> np.ndarray:
@@ -224,12 +239,17 @@ class TileDataset:
 
     def graph(self, i: int) -> KernelGraph:
         """Problem ``i``'s kernel graph (views into the arrays)."""
-        return self.table.graph(i, problem_key(self.family[i], self.shape[i], self.dtype[i]), str(self.family[i]))
+        return self.table.graph(
+            i, problem_key(self.family[i], self.shape[i], self.dtype[i]), str(self.family[i])
+        )
 
     def configs(self, i: int) -> list[dict[str, int]]:
         """Problem ``i``'s configurations as dicts of block sizes (keys in its family's order)."""
         rows = self._configs.columns["config_values"][self._configs.rows(i)]
-        cols = [(k, self.config_keys.index(k)) for k in self.family_config_keys.get(str(self.family[i]), self.config_keys)]
+        cols = [
+            (k, self.config_keys.index(k))
+            for k in self.family_config_keys.get(str(self.family[i]), self.config_keys)
+        ]
         return [{k: int(row[j]) for k, j in cols if row[j] != MISSING} for row in rows]
 
     def config_features(self, i: int) -> np.ndarray:
@@ -242,8 +262,15 @@ class TileDataset:
 
     def problem(self, i: int) -> TileProblem:
         """Problem ``i`` as one record."""
-        return TileProblem(str(self.family[i]), str(self.shape[i]), str(self.dtype[i]), self.graph(i),
-                           self.configs(i), self.config_features(i), self.runtime_ns(i))
+        return TileProblem(
+            str(self.family[i]),
+            str(self.shape[i]),
+            str(self.dtype[i]),
+            self.graph(i),
+            self.configs(i),
+            self.config_features(i),
+            self.runtime_ns(i),
+        )
 
     def __iter__(self) -> Iterator[TileProblem]:
         return (self.problem(i) for i in range(len(self)))
@@ -254,18 +281,29 @@ class TileDataset:
 
     def schema(self) -> dict[str, Any]:
         """What ``schema.json`` stores."""
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "source": self.source, "problems": len(self),
-                "configs": self.num_configs, "nodes": int(self.table.opcodes.shape[0]),
-                "edges": int(self.table.senders.shape[0]), "config_keys": list(self.config_keys),
-                "family_config_keys": {f: list(k) for f, k in self.family_config_keys.items()},
-                "config_feature_names": list(self.config_feature_names), "features": self.features.to_dict(),
-                "missing_value": MISSING}
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "source": self.source,
+            "problems": len(self),
+            "configs": self.num_configs,
+            "nodes": int(self.table.opcodes.shape[0]),
+            "edges": int(self.table.senders.shape[0]),
+            "config_keys": list(self.config_keys),
+            "family_config_keys": {f: list(k) for f, k in self.family_config_keys.items()},
+            "config_feature_names": list(self.config_feature_names),
+            "features": self.features.to_dict(),
+            "missing_value": MISSING,
+        }
 
     def equals(self, other: TileDataset) -> bool:
         """Same problems, graphs, configs, features, runtimes, names and device (not ``root``)."""
         mine, theirs = self.table.arrays(), other.table.arrays()
-        return (self.schema() == other.schema() and self.device == other.device
-                and all(np.array_equal(a, theirs[k]) for k, a in mine.items()))
+        return (
+            self.schema() == other.schema()
+            and self.device == other.device
+            and all(np.array_equal(a, theirs[k]) for k, a in mine.items())
+        )
 
 
 def problem_key(family: str, shape: str | Sequence[int], dtype: str) -> str:
@@ -297,20 +335,35 @@ def feature_spec_for(source: str, num_config_features: int) -> FeatureSpec:
 
 
 def _widths(schema: Mapping[str, Any], spec: FeatureSpec) -> dict[str, int]:
-    return {"num_node_features": spec.num_node_features, "num_config_keys": len(schema["config_keys"]),
-            "num_config_features": len(schema["config_feature_names"])}
+    return {
+        "num_node_features": spec.num_node_features,
+        "num_config_keys": len(schema["config_keys"]),
+        "num_config_features": len(schema["config_feature_names"]),
+    }
 
 
-def from_problems(problems: Sequence[TileProblem], *, source: str, device: Mapping[str, Any],
-                  config_feature_names: Sequence[str], config_keys: Sequence[str] | None = None) -> TileDataset:
+def from_problems(
+    problems: Sequence[TileProblem],
+    *,
+    source: str,
+    device: Mapping[str, Any],
+    config_feature_names: Sequence[str],
+    config_keys: Sequence[str] | None = None,
+) -> TileDataset:
     """A data set of ``problems`` in the given order (validated like a loaded one).
 
     The feature spec follows from ``source`` (`feature_spec_for`). ``config_keys`` defaults to
     every key of every config, in first-seen order.
     """
     spec = feature_spec_for(source, len(config_feature_names))
-    keys = tuple(str(k) for k in (config_keys if config_keys is not None else
-                                  dict.fromkeys(k for p in problems for c in p.configs for k in c)))
+    keys = tuple(
+        str(k)
+        for k in (
+            config_keys
+            if config_keys is not None
+            else dict.fromkeys(k for p in problems for c in p.configs for k in c)
+        )
+    )
     family_keys: dict[str, dict[str, None]] = {}
     for p in problems:
         family_keys.setdefault(p.family, {}).update(dict.fromkeys(k for c in p.configs for k in c))
@@ -321,27 +374,51 @@ def from_problems(problems: Sequence[TileProblem], *, source: str, device: Mappi
     for p in problems:
         name = problem_key(p.family, p.shape, p.dtype)
         if len(p.configs) != len(p.runtime_ns) or len(p.configs) != len(p.config_features):
-            raise ValueError(f"problem {name}: {len(p.configs)} configs, {len(p.runtime_ns)} runtimes, "
-                             f"{len(p.config_features)} feature rows")
+            raise ValueError(
+                f"problem {name}: {len(p.configs)} configs, {len(p.runtime_ns)} runtimes, "
+                f"{len(p.config_features)} feature rows"
+            )
         if np.shape(p.config_features) != (len(p.configs), g):
-            raise ValueError(f"problem {name}: field 'config_feat': shape {np.shape(p.config_features)}, expected "
-                             f"({len(p.configs)}, {g}) ({g} config_feature_names)")
+            raise ValueError(
+                f"problem {name}: field 'config_feat': shape {np.shape(p.config_features)}, expected "
+                f"({len(p.configs)}, {g}) ({g} config_feature_names)"
+            )
         if np.shape(p.graph.node_features) != (p.graph.num_nodes, spec.num_node_features):
-            raise ValueError(f"problem {name}: field 'node_features': shape {np.shape(p.graph.node_features)}, "
-                             f"expected ({p.graph.num_nodes}, {spec.num_node_features}) ({source} node features)")
+            raise ValueError(
+                f"problem {name}: field 'node_features': shape {np.shape(p.graph.node_features)}, "
+                f"expected ({p.graph.num_nodes}, {spec.num_node_features}) ({source} node features)"
+            )
         for c in p.configs:
             for k, v in c.items():
                 values[row, col[k]] = int(v)
             row += 1
-    cat = lambda xs, dt, shape: np.concatenate([np.asarray(x, dt).reshape(shape) for x in xs]) if xs else np.zeros((0, *shape[1:]), dt)  # noqa: E731
-    configs = Group(offsets_from_lengths([len(p.configs) for p in problems]), {
-        "config_runtime_ns": cat([p.runtime_ns for p in problems], np.float64, (-1,)), "config_values": values,
-        "config_feat": cat([p.config_features for p in problems], np.float32, (-1, g))})
-    table = graph_table.from_graphs([p.graph for p in problems], {
-        "family": str_array(p.family for p in problems), "shape": str_array(shape_text(p.shape) for p in problems),
-        "dtype": str_array(p.dtype for p in problems)}, {"config": configs}, spec.num_node_features)
-    ds = TileDataset(table, keys, {f: tuple(k) for f, k in sorted(family_keys.items())},
-                     tuple(str(n) for n in config_feature_names), spec, source, dict(device))
+    configs = Group(
+        offsets_from_lengths([len(p.configs) for p in problems]),
+        {
+            "config_runtime_ns": stack_rows([p.runtime_ns for p in problems], "float64"),
+            "config_values": values,
+            "config_feat": stack_rows([p.config_features for p in problems], "float32", (g,)),
+        },
+    )
+    table = graph_table.from_graphs(
+        [p.graph for p in problems],
+        {
+            "family": str_array(p.family for p in problems),
+            "shape": str_array(shape_text(p.shape) for p in problems),
+            "dtype": str_array(p.dtype for p in problems),
+        },
+        {"config": configs},
+        spec.num_node_features,
+    )
+    ds = TileDataset(
+        table,
+        keys,
+        {f: tuple(k) for f, k in sorted(family_keys.items())},
+        tuple(str(n) for n in config_feature_names),
+        spec,
+        source,
+        dict(device),
+    )
     _check(Path("<in memory>"), ds.schema(), ds.table, spec)
     return ds
 
@@ -353,7 +430,9 @@ def save_tile_dataset(ds: TileDataset, out_dir: str | os.PathLike) -> Path:
     """Write ``tiles.npz``, ``device.json`` and ``schema.json`` (last) into ``out_dir``, atomically."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    save_npz_atomic(out / TILES_FILE, {**ds.table.arrays(), "format_version": np.array(FORMAT_VERSION, np.int64)})
+    save_npz_atomic(
+        out / TILES_FILE, {**ds.table.arrays(), "format_version": np.array(FORMAT_VERSION, np.int64)}
+    )
     write_json_atomic(out / collection.DEVICE, ds.device)
     write_json_atomic(out / SCHEMA_FILE, ds.schema())
     return out
@@ -374,15 +453,21 @@ def load_tile_dataset(path: str | os.PathLike | None = None) -> TileDataset:
     schema_path, tiles_path, device_path = root / SCHEMA_FILE, root / TILES_FILE, root / collection.DEVICE
     if not schema_path.exists() and not tiles_path.exists():
         hint = f" {missing_bundled_hint(root)}" if path is None else ""
-        log_hint = (f" {root / collection.LOG} exists: build the data set from it with "
-                    f"`tpucost.data.tile_collection.finalize_tiles({str(root)!r})`." if (root / collection.LOG).exists() else "")
+        log_hint = (
+            f" {root / collection.LOG} exists: build the data set from it with "
+            f"`tpucost.data.tile_collection.finalize_tiles({str(root)!r})`."
+            if (root / collection.LOG).exists()
+            else ""
+        )
         raise FileNotFoundError(
             f"no tile data set at {root} (no {SCHEMA_FILE}, no {TILES_FILE}). Collect one with "
-            f"`tpucost.data.tile_collection.collect_tiles(DIR, n_problems)`.{log_hint}{hint}")
+            f"`tpucost.data.tile_collection.collect_tiles(DIR, n_problems)`.{log_hint}{hint}"
+        )
     for p in (schema_path, tiles_path, device_path):
         if not p.is_file():
-            raise ValueError(f"{p}: missing (a tile data folder holds {SCHEMA_FILE}, {TILES_FILE} and "
-                             f"{collection.DEVICE})")
+            raise ValueError(
+                f"{p}: missing (a tile data folder holds {SCHEMA_FILE}, {TILES_FILE} and {collection.DEVICE})"
+            )
     schema = read_json_object(schema_path)
     spec = _check_schema(schema_path, schema)
     arrays = read_npz(tiles_path)
@@ -390,10 +475,16 @@ def load_tile_dataset(path: str | os.PathLike | None = None) -> TileDataset:
         raise ValueError(f"{tiles_path}: field 'format_version': missing or not {FORMAT_VERSION}")
     table = graph_table.from_arrays(arrays, TILE_TABLE, tiles_path)
     _check(tiles_path, schema, table, spec)
-    return TileDataset(table, tuple(schema["config_keys"]),
-                       {f: tuple(k) for f, k in schema["family_config_keys"].items()},
-                       tuple(schema["config_feature_names"]), spec, schema["source"], read_json_object(device_path),
-                       root)
+    return TileDataset(
+        table,
+        tuple(schema["config_keys"]),
+        {f: tuple(k) for f, k in schema["family_config_keys"].items()},
+        tuple(schema["config_feature_names"]),
+        spec,
+        schema["source"],
+        read_json_object(device_path),
+        root,
+    )
 
 
 def _bad(path: Any, field: str, message: str) -> ValueError:
@@ -402,11 +493,27 @@ def _bad(path: Any, field: str, message: str) -> ValueError:
 
 def _check_schema(path: Path, schema: dict[str, Any]) -> FeatureSpec:
     """The fields of ``schema.json``, present and well typed; returns its feature spec."""
-    for field in ("format", "format_version", "source", "problems", "configs", "nodes", "edges", "config_keys",
-                  "family_config_keys", "config_feature_names", "features", "missing_value"):
+    for field in (
+        "format",
+        "format_version",
+        "source",
+        "problems",
+        "configs",
+        "nodes",
+        "edges",
+        "config_keys",
+        "family_config_keys",
+        "config_feature_names",
+        "features",
+        "missing_value",
+    ):
         if field not in schema:
             raise _bad(path, field, "missing")
-    for field, expected in (("format", FORMAT), ("format_version", FORMAT_VERSION), ("missing_value", MISSING)):
+    for field, expected in (
+        ("format", FORMAT),
+        ("format_version", FORMAT_VERSION),
+        ("missing_value", MISSING),
+    ):
         if schema[field] != expected:
             raise _bad(path, field, f"{schema[field]!r}, expected {expected!r}")
     if schema["source"] not in SOURCES:
@@ -416,19 +523,29 @@ def _check_schema(path: Path, schema: dict[str, Any]) -> FeatureSpec:
             raise _bad(path, field, f"expected a count, got {schema[field]!r}")
     for field in ("config_keys", "config_feature_names"):
         names = schema[field]
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        if (
+            not isinstance(names, list)
+            or not all(isinstance(n, str) for n in names)
+            or len(set(names)) != len(names)
+        ):
             raise _bad(path, field, "expected a list of distinct strings")
     fk = schema["family_config_keys"]
     if not isinstance(fk, dict) or not all(
-            isinstance(k, list) and len(set(k)) == len(k) and set(k) <= set(schema["config_keys"]) for k in fk.values()):
+        isinstance(k, list) and len(set(k)) == len(k) and set(k) <= set(schema["config_keys"])
+        for k in fk.values()
+    ):
         raise _bad(path, "family_config_keys", "expected {family: [distinct names of config_keys]}")
     try:
         spec = FeatureSpec.from_dict(schema["features"])
     except (TypeError, ValueError, AttributeError) as err:
         raise _bad(path, "features", str(err)) from err
     if spec.num_config_features != len(schema["config_feature_names"]):
-        raise _bad(path, "features", f"{spec.num_config_features} config features, but "
-                   f"{len(schema['config_feature_names'])} config_feature_names")
+        raise _bad(
+            path,
+            "features",
+            f"{spec.num_config_features} config features, but "
+            f"{len(schema['config_feature_names'])} config_feature_names",
+        )
     return spec
 
 
@@ -436,14 +553,19 @@ def _check(path: Path, schema: Mapping[str, Any], table: GraphTable, spec: Featu
     """The table against ``TILE_TABLE`` and the counts of ``schema``."""
     graph_table.check_table(path, table, TILE_TABLE, _widths(schema, spec))
     configs = table.groups["config"]
-    for field, count, value in (("family", "problems", len(table)), ("opcodes", "nodes", len(table.opcodes)),
-                                ("senders", "edges", len(table.senders)),
-                                ("config_runtime_ns", "configs", len(configs.columns["config_runtime_ns"]))):
+    for field, count, value in (
+        ("family", "problems", len(table)),
+        ("opcodes", "nodes", len(table.opcodes)),
+        ("senders", "edges", len(table.senders)),
+        ("config_runtime_ns", "configs", len(configs.columns["config_runtime_ns"])),
+    ):
         if value != schema[count]:
             raise _bad(path, field, f"length {value}, {SCHEMA_FILE} says {schema[count]} {count}")
     unnamed = sorted(set(table.columns["family"].tolist()) - set(schema["family_config_keys"]))
     if unnamed:
-        raise _bad(path, "family", f"families {unnamed[:5]} have no entry in {SCHEMA_FILE} 'family_config_keys'")
+        raise _bad(
+            path, "family", f"families {unnamed[:5]} have no entry in {SCHEMA_FILE} 'family_config_keys'"
+        )
     if np.any(np.diff(configs.offsets) == 0):
         raise _bad(path, "config_offsets", "a problem without configurations")
     rt = configs.columns["config_runtime_ns"]
@@ -461,8 +583,9 @@ def _tpugraphs_family(stem: str) -> str:
     return m.group(1) if m and m.group(1) else stem
 
 
-def from_tpugraphs(directory: str | os.PathLike, limit: int | None = None,
-                   family: str | None = "tpugraphs") -> TileDataset:
+def from_tpugraphs(
+    directory: str | os.PathLike, limit: int | None = None, family: str | None = "tpugraphs"
+) -> TileDataset:
     """The TpuGraphs tile files of ``directory`` (``tpugraphs.read_tile_dir``) as a `TileDataset`.
 
     One problem per file: ``shape`` is the file stem, ``dtype`` ``""``, ``family`` the given name
@@ -475,12 +598,25 @@ def from_tpugraphs(directory: str | os.PathLike, limit: int | None = None,
         keep = np.flatnonzero(k.runtimes_ns > 0)
         if not len(keep):
             continue
-        problems.append(TileProblem(family if family is not None else _tpugraphs_family(k.name), k.name, "", k.graph,
-                                    [{"config": int(j)} for j in keep], k.tile_configs[keep],
-                                    k.runtimes_ns[keep].astype(np.float64)))
+        problems.append(
+            TileProblem(
+                family if family is not None else _tpugraphs_family(k.name),
+                k.name,
+                "",
+                k.graph,
+                [{"config": int(j)} for j in keep],
+                k.tile_configs[keep],
+                k.runtimes_ns[keep].astype(np.float64),
+            )
+        )
     names = tuple(f"tpugraphs_config_{j}" for j in range(tpugraphs.NUM_TILE_CONFIG_FEATURES))
-    return from_problems(problems, source="tpugraphs", device=TPUGRAPHS_DEVICE, config_feature_names=names,
-                         config_keys=("config",))
+    return from_problems(
+        problems,
+        source="tpugraphs",
+        device=TPUGRAPHS_DEVICE,
+        config_feature_names=names,
+        config_keys=("config",),
+    )
 
 
 # -------------------------------------------------------------------------------------- splits
@@ -506,8 +642,11 @@ def split_random(ds: TileDataset, seed: int = 0, fractions: Sequence[float] = (0
     return _split(ds, random_parts(len(ds), seed, fractions))
 
 
-def split_hard(ds: TileDataset, test_families: Sequence[str] = HARD_TEST_FAMILIES,
-               val_families: Sequence[str] = HARD_VAL_FAMILIES) -> Split:
+def split_hard(
+    ds: TileDataset,
+    test_families: Sequence[str] = HARD_TEST_FAMILIES,
+    val_families: Sequence[str] = HARD_VAL_FAMILIES,
+) -> Split:
     """Whole families held out: problems of ``test_families`` are test, of ``val_families`` val.
 
     Every named family must occur in ``ds`` (ValueError listing the families it has).
@@ -573,7 +712,14 @@ def family_table(ds: TileDataset) -> pd.DataFrame:
         row["configs"].append(len(r))
         row["runtime"].extend(r.tolist())
         row["spread"].append(float(r.max() / r.min()))
-    return pd.DataFrame({family: {"problems": len(v["configs"]), "configurations": int(sum(v["configs"])),
-                                  "median runtime (ms)": float(np.median(v["runtime"]) / 1e6),
-                                  "median slowest / fastest": float(np.median(v["spread"]))}
-                         for family, v in rows.items()}).T
+    return pd.DataFrame(
+        {
+            family: {
+                "problems": len(v["configs"]),
+                "configurations": int(sum(v["configs"])),
+                "median runtime (ms)": float(np.median(v["runtime"]) / 1e6),
+                "median slowest / fastest": float(np.median(v["spread"])),
+            }
+            for family, v in rows.items()
+        }
+    ).T

@@ -41,8 +41,15 @@ from tpucost.data.tile import (
 )
 from tpucost.files import write_json_atomic, write_text_atomic
 
-__all__ = ["SHAPE_BLOCK", "problem_list", "select_configs", "collect_tiles", "finalize_tiles", "merge_tiles",
-           "measure_tile_noise"]
+__all__ = [
+    "SHAPE_BLOCK",
+    "problem_list",
+    "select_configs",
+    "collect_tiles",
+    "finalize_tiles",
+    "merge_tiles",
+    "measure_tile_noise",
+]
 
 #: Shapes asked of ``tiles.sample_shapes`` at a time (see `problem_list`).
 SHAPE_BLOCK = 16
@@ -69,8 +76,13 @@ def _family_shapes(name: str, seed: int, backend: str | None) -> Iterator[tuple[
         block += 1
 
 
-def problem_list(n_problems: int, seed: int = 0, families: Sequence[str] | None = None,
-                 dtypes: Sequence[str] = ("float32",), backend: str | None = None) -> list[tuple[str, tuple[int, ...], str]]:
+def problem_list(
+    n_problems: int,
+    seed: int = 0,
+    families: Sequence[str] | None = None,
+    dtypes: Sequence[str] = ("float32",),
+    backend: str | None = None,
+) -> list[tuple[str, tuple[int, ...], str]]:
     """The first ``n_problems`` (family, shape, dtype) of the deterministic problem sequence.
 
     The families (sorted names of ``tiles.TILE_FAMILIES`` unless given) take turns; each family's
@@ -99,8 +111,12 @@ def problem_list(n_problems: int, seed: int = 0, families: Sequence[str] | None 
     return out
 
 
-def select_configs(configs: Sequence[Mapping[str, int]], max_configs: int | None, key: str,
-                   block_keys: Sequence[str] | None = None) -> list[dict[str, int]]:
+def select_configs(
+    configs: Sequence[Mapping[str, int]],
+    max_configs: int | None,
+    key: str,
+    block_keys: Sequence[str] | None = None,
+) -> list[dict[str, int]]:
     """At most ``max_configs`` of ``configs``, deterministic given ``key`` (the problem id).
 
     Ordered by block volume (the product of the ``block_keys`` values, all values if None), the
@@ -143,8 +159,9 @@ def _finite_or_none(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _measure_problem(item: collection.Item, max_configs: int | None, repeats: int,
-                     cache: dict[str, TileProblem]) -> dict[str, Any]:
+def _measure_problem(
+    item: collection.Item, max_configs: int | None, repeats: int, cache: dict[str, TileProblem]
+) -> dict[str, Any]:
     """The log line of one problem: its legal configs, at most ``max_configs`` of them measured."""
     family, shape, dtype = item.payload
     legal = tiles.legal_configs(family, shape, dtype)
@@ -154,8 +171,13 @@ def _measure_problem(item: collection.Item, max_configs: int | None, repeats: in
     runtimes = list(tiles.measure_configs(family, shape, dtype, configs, repeats=repeats))
     if len(runtimes) != len(configs):
         raise ValueError(f"measure_configs returned {len(runtimes)} runtimes for {len(configs)} configs")
-    entry = {"status": "ok", "configs": configs, "runtime_ns": [_finite_or_none(r) for r in runtimes],
-             "n_legal": len(legal), "repeats": repeats}
+    entry = {
+        "status": "ok",
+        "configs": configs,
+        "runtime_ns": [_finite_or_none(r) for r in runtimes],
+        "n_legal": len(legal),
+        "repeats": repeats,
+    }
     # the graph and config features now, so that a problem they fail on is an error here, not at
     # finalize (which recomputes them for problems of earlier runs)
     record = _problem_from_entry({**item.fields, **entry})
@@ -164,10 +186,18 @@ def _measure_problem(item: collection.Item, max_configs: int | None, repeats: in
     return entry
 
 
-def collect_tiles(out_dir: str | os.PathLike, n_problems: int, seed: int = 0, shard: tuple[int, int] = (0, 1),
-                  families: Sequence[str] | None = None, max_configs: int | None = 24, repeats: int = 5,
-                  progress: bool = True, max_load: float | None = None,
-                  dtypes: Sequence[str] = ("float32",)) -> TileDataset:
+def collect_tiles(
+    out_dir: str | os.PathLike,
+    n_problems: int,
+    seed: int = 0,
+    shard: tuple[int, int] = (0, 1),
+    families: Sequence[str] | None = None,
+    max_configs: int | None = 24,
+    repeats: int = 5,
+    progress: bool = True,
+    max_load: float | None = None,
+    dtypes: Sequence[str] = ("float32",),
+) -> TileDataset:
     """Measure the problems of `problem_list` (every ``shard[1]``-th from ``shard[0]``) into ``out_dir``.
 
     Each problem: its legal configs (``tiles.legal_configs``), at most ``max_configs`` of them
@@ -179,17 +209,37 @@ def collect_tiles(out_dir: str | os.PathLike, n_problems: int, seed: int = 0, sh
     if not 0 <= shard[0] < shard[1]:
         raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard}")
     out = Path(out_dir)
-    problems = problem_list(n_problems, seed, families, dtypes)[shard[0]::shard[1]]
-    items = [collection.Item(problem_key(*p), {"family": p[0], "shape": list(p[1]), "dtype": p[2]}, p)
-             for p in problems]
+    problems = problem_list(n_problems, seed, families, dtypes)[shard[0] :: shard[1]]
+    items = [
+        collection.Item(problem_key(*p), {"family": p[0], "shape": list(p[1]), "dtype": p[2]}, p)
+        for p in problems
+    ]
     cache: dict[str, TileProblem] = {}
-    start = {"n_problems": n_problems, "seed": seed, "shard": list(shard), "families": list(families) if families else None,
-             "dtypes": list(dtypes), "max_configs": max_configs, "repeats": repeats}
-    collection.run(out, items, _entry_key, lambda item: _measure_problem(item, max_configs, repeats, cache), start,
-                   max_load=max_load, progress=progress, desc="collect tiles", unit="problem")
-    call = (f"collect_tiles({str(out)!r}, n_problems={n_problems}, seed={seed}, shard={tuple(shard)}, "
-            f"families={families!r}, max_configs={max_configs}, repeats={repeats}, max_load={max_load}, "
-            f"dtypes={tuple(dtypes)!r})")
+    start = {
+        "n_problems": n_problems,
+        "seed": seed,
+        "shard": list(shard),
+        "families": list(families) if families else None,
+        "dtypes": list(dtypes),
+        "max_configs": max_configs,
+        "repeats": repeats,
+    }
+    collection.run(
+        out,
+        items,
+        _entry_key,
+        lambda item: _measure_problem(item, max_configs, repeats, cache),
+        start,
+        max_load=max_load,
+        progress=progress,
+        desc="collect tiles",
+        unit="problem",
+    )
+    call = (
+        f"collect_tiles({str(out)!r}, n_problems={n_problems}, seed={seed}, shard={tuple(shard)}, "
+        f"families={families!r}, max_configs={max_configs}, repeats={repeats}, max_load={max_load}, "
+        f"dtypes={tuple(dtypes)!r})"
+    )
     return _build_and_save(out, collection.read_log(out), collection.read_device(out), call, [out], cache)
 
 
@@ -200,7 +250,9 @@ def finalize_tiles(out_dir: str | os.PathLike) -> TileDataset:
         raise FileNotFoundError(f"{out / collection.LOG}: no collection log to build a tile data set from")
     dev = collection.read_device(out)
     if dev is None:
-        raise ValueError(f"{out / collection.DEVICE}: missing: the device that measured {out / collection.LOG} is unknown")
+        raise ValueError(
+            f"{out / collection.DEVICE}: missing: the device that measured {out / collection.LOG} is unknown"
+        )
     return _build_and_save(out, collection.read_log(out), dev, f"finalize_tiles({str(out)!r})", [out])
 
 
@@ -232,56 +284,91 @@ def merge_tiles(dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -
 def _problem_from_entry(entry: Mapping[str, Any]) -> TileProblem | None:
     """The record of a measured log entry (graph and features recomputed), None if no valid runtime."""
     family, shape, dtype = entry["family"], tuple(int(d) for d in entry["shape"]), entry["dtype"]
-    pairs = [(dict(c), float(r)) for c, r in zip(entry["configs"], entry["runtime_ns"], strict=True)
-             if r is not None and math.isfinite(r) and r > 0]
+    pairs = [
+        (dict(c), float(r))
+        for c, r in zip(entry["configs"], entry["runtime_ns"], strict=True)
+        if r is not None and math.isfinite(r) and r > 0
+    ]
     if not pairs:
         return None
     configs = [c for c, _ in pairs]
-    feats = np.stack([np.asarray(tiles.config_features(family, shape, dtype, c), np.float32).reshape(-1)
-                      for c in configs])
-    return TileProblem(family, shape_text(shape), dtype, tiles.kernel_graph(family, shape, dtype), configs, feats,
-                       np.array([r for _, r in pairs], np.float64))
+    feats = np.stack(
+        [np.asarray(tiles.config_features(family, shape, dtype, c), np.float32).reshape(-1) for c in configs]
+    )
+    return TileProblem(
+        family,
+        shape_text(shape),
+        dtype,
+        tiles.kernel_graph(family, shape, dtype),
+        configs,
+        feats,
+        np.array([r for _, r in pairs], np.float64),
+    )
 
 
-def _build(entries: Sequence[Mapping[str, Any]], dev: Mapping[str, Any],
-           cache: dict[str, TileProblem] | None = None) -> TileDataset:
+def _build(
+    entries: Sequence[Mapping[str, Any]], dev: Mapping[str, Any], cache: dict[str, TileProblem] | None = None
+) -> TileDataset:
     """The data set of the log's "ok" entries: first entry per problem, canonical order."""
     ok: dict[str, Mapping[str, Any]] = {}
     for e in entries:
         if e.get("status") == "ok":
             ok.setdefault(_entry_key(e), e)
-    order = sorted(ok.values(), key=lambda e: (e["family"], shape_sort_key(shape_text(e["shape"])), e["dtype"]))
+    order = sorted(
+        ok.values(), key=lambda e: (e["family"], shape_sort_key(shape_text(e["shape"])), e["dtype"])
+    )
     problems = []
     for e in order:
         key = _entry_key(e)
         try:
             p = (cache or {}).get(key) or _problem_from_entry(e)
         except Exception as err:
-            raise ValueError(f"problem {key} of the log: cannot rebuild its graph or config features: "
-                             f"{type(err).__name__}: {err}") from err
+            raise ValueError(
+                f"problem {key} of the log: cannot rebuild its graph or config features: "
+                f"{type(err).__name__}: {err}"
+            ) from err
         if p is not None:
             problems.append(p)
-    return from_problems(problems, source="tpucost", device=dev or {},
-                         config_feature_names=tuple(tiles.CONFIG_FEATURE_NAMES))
+    return from_problems(
+        problems, source="tpucost", device=dev or {}, config_feature_names=tuple(tiles.CONFIG_FEATURE_NAMES)
+    )
 
 
-def _build_and_save(out: Path, entries: Sequence[Mapping[str, Any]], dev: dict[str, Any] | None, call: str,
-                    roots: Sequence[Path], cache: dict[str, TileProblem] | None = None) -> TileDataset:
+def _build_and_save(
+    out: Path,
+    entries: Sequence[Mapping[str, Any]],
+    dev: dict[str, Any] | None,
+    call: str,
+    roots: Sequence[Path],
+    cache: dict[str, TileProblem] | None = None,
+) -> TileDataset:
     ds = _build(entries, dev or {}, cache)
     save_tile_dataset(ds, out)
     st = stats(ds)
-    counts = (f"problems: {st['problems']} ({', '.join(f'{k} {v}' for k, v in st['problems_per_family'].items())}); "
-              f"configurations: {st['configs']} (per problem min {st['configs_per_problem']['min']}, "
-              f"median {st['configs_per_problem']['median']}, max {st['configs_per_problem']['max']})")
+    counts = (
+        f"problems: {st['problems']} ({', '.join(f'{k} {v}' for k, v in st['problems_per_family'].items())}); "
+        f"configurations: {st['configs']} (per problem min {st['configs_per_problem']['min']}, "
+        f"median {st['configs_per_problem']['median']}, max {st['configs_per_problem']['max']})"
+    )
     device_line = device.describe(ds.device) if ds.device.get("id") else ds.device.get("name", "unrecorded")
-    write_text_atomic(out / PROVENANCE_FILE, collection.provenance(
-        "Tile data set provenance", entries, f"tpucost.data.tile_collection.{call}", roots, device_line, counts,
-        ("n_problems", "seed", "shard", "families", "dtypes", "max_configs", "repeats")))
+    write_text_atomic(
+        out / PROVENANCE_FILE,
+        collection.provenance(
+            "Tile data set provenance",
+            entries,
+            f"tpucost.data.tile_collection.{call}",
+            roots,
+            device_line,
+            counts,
+            ("n_problems", "seed", "shard", "families", "dtypes", "max_configs", "repeats"),
+        ),
+    )
     return load_tile_dataset(out)
 
 
-def measure_tile_noise(out_dir: str | os.PathLike, sample: int = 20, seed: int = 0, repeats: int = 5,
-                       progress: bool = True) -> dict[str, Any]:
+def measure_tile_noise(
+    out_dir: str | os.PathLike, sample: int = 20, seed: int = 0, repeats: int = 5, progress: bool = True
+) -> dict[str, Any]:
     """Measure ``sample`` problems of a collected folder a second time; write and return ``noise.json``.
 
     The noise floor of the ranking metrics: Kendall's tau and top-k slowdown of the first
@@ -297,12 +384,24 @@ def measure_tile_noise(out_dir: str | os.PathLike, sample: int = 20, seed: int =
     for i in tqdm(chosen, disable=not progress, desc="noise", unit="problem"):
         i = int(i)
         shape = tiles.parse_problem_shape(str(ds.family[i]), str(ds.shape[i]))
-        again = np.asarray(tiles.measure_configs(str(ds.family[i]), shape, str(ds.dtype[i]), ds.configs(i),
-                                                 repeats=repeats), np.float64)
+        again = np.asarray(
+            tiles.measure_configs(str(ds.family[i]), shape, str(ds.dtype[i]), ds.configs(i), repeats=repeats),
+            np.float64,
+        )
         first.append(ds.runtime_ns(i))
         second.append(again)
-        rows.append({"problem": str(ds.problem_id[i]), "median_ratio": float(np.median(again / ds.runtime_ns(i)))})
-    report = {**evaluate.ranking_metrics(first, second), "device_id": fp["id"], "sample": len(chosen), "seed": seed,
-              "repeats": repeats, "load_average": collection.load_average(), "time": time.time(), "problems": rows}
+        rows.append(
+            {"problem": str(ds.problem_id[i]), "median_ratio": float(np.median(again / ds.runtime_ns(i)))}
+        )
+    report = {
+        **evaluate.ranking_metrics(first, second),
+        "device_id": fp["id"],
+        "sample": len(chosen),
+        "seed": seed,
+        "repeats": repeats,
+        "load_average": collection.load_average(),
+        "time": time.time(),
+        "problems": rows,
+    }
     write_json_atomic(out / NOISE_FILE, report, indent=2)
     return report

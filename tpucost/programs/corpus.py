@@ -186,10 +186,16 @@ def program_from_id(program_id: str) -> Program:
     Raises ValueError naming the id when it is not a corpus program id.
     """
     parts = program_id.rsplit("-", 3)
-    if len(parts) != 4 or parts[0] not in FAMILIES or parts[1] not in FORMS or not all(
-            p.isdigit() for p in parts[2:]):
-        raise ValueError(f"{program_id!r} is not a corpus program id (<family>-<form>-<seed>-<index>, "
-                         f"family one of {FAMILIES}, form one of {FORMS})")
+    if (
+        len(parts) != 4
+        or parts[0] not in FAMILIES
+        or parts[1] not in FORMS
+        or not all(p.isdigit() for p in parts[2:])
+    ):
+        raise ValueError(
+            f"{program_id!r} is not a corpus program id (<family>-<form>-<seed>-<index>, "
+            f"family one of {FAMILIES}, form one of {FORMS})"
+        )
     return make_program(parts[0], parts[1], int(parts[2]), int(parts[3]))
 
 
@@ -319,8 +325,12 @@ def buildable(config_name: str) -> bool:
     skipped = {name: unsupported_compile_options(c.compiler_options) for name, c in CONFIGURATIONS.items()}
     skipped = {name: missing for name, missing in skipped.items() if missing}
     options = sorted({option for missing in skipped.values() for option in missing})
-    warn_once(f"tpucost: jaxlib {jaxlib.__version__} has no compile option {', '.join(map(repr, options))}, so the "
-              f"configurations {', '.join(skipped)} are skipped here", key="unbuildable configurations", stacklevel=3)
+    warn_once(
+        f"tpucost: jaxlib {jaxlib.__version__} has no compile option {', '.join(map(repr, options))}, so the "
+        f"configurations {', '.join(skipped)} are skipped here",
+        key="unbuildable configurations",
+        stacklevel=3,
+    )
     return False
 
 
@@ -352,14 +362,22 @@ def compile_option_configurations(backend: str | None = None) -> tuple[str, ...]
     """
     here = jax.default_backend()
     backend = backend or here
-    return tuple(name for name, c in CONFIGURATIONS.items()
-                 if c.variant == Variant() and c.families is None and c.forms is None
-                 and _on_backend(c, backend) and (backend != here or buildable(name)))
+    return tuple(
+        name
+        for name, c in CONFIGURATIONS.items()
+        if c.variant == Variant()
+        and c.families is None
+        and c.forms is None
+        and _on_backend(c, backend)
+        and (backend != here or buildable(name))
+    )
 
 
 def compile_program(program: Program, config_name: str = "default") -> jax.stages.Compiled:
     """Lower ``program`` as the configuration's variant and compile it with its XLA options."""
-    return compile_fn(program.configured_fn(config_name), program.args, CONFIGURATIONS[config_name].compiler_options)
+    return compile_fn(
+        program.configured_fn(config_name), program.args, CONFIGURATIONS[config_name].compiler_options
+    )
 
 
 def _signature(kernel: Kernel) -> str:

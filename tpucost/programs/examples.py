@@ -29,7 +29,12 @@ from tpucost.programs import blocks
 __all__ = ["REMAT_POLICIES", "EXAMPLES", "transformer", "mixer", "tiled_mlp"]
 
 #: The `jax.checkpoint` policies a remat knob chooses from ("none": no `jax.checkpoint`).
-REMAT_POLICIES: tuple[str, ...] = ("none", "dots_saveable", "dots_with_no_batch_dims_saveable", "nothing_saveable")
+REMAT_POLICIES: tuple[str, ...] = (
+    "none",
+    "dots_saveable",
+    "dots_with_no_batch_dims_saveable",
+    "nothing_saveable",
+)
 
 
 _TRANSFORMER = {"layers": 4, "dim": 128, "heads": 4, "mlp": 512, "seq": 64, "batch": 2, "vocab": 256}
@@ -40,12 +45,23 @@ def _transformer_args() -> tuple[Any, ...]:
     h = _TRANSFORMER
     rng = np.random.default_rng(0)
     d = h["dim"]
-    params = {"embed": blocks.normal(rng, (h["vocab"], d), "float32", 0.02), "out": blocks.normal(rng, (d, h["vocab"]), "float32", d**-0.5),
-              "layers": [{"qkv": blocks.normal(rng, (d, 3 * d), "float32", d**-0.5), "o": blocks.normal(rng, (d, d), "float32", d**-0.5),
-                          "w1": blocks.normal(rng, (d, h["mlp"]), "float32", d**-0.5), "w2": blocks.normal(rng, (h["mlp"], d), "float32", h["mlp"]**-0.5),
-                          "g1": jax.device_put(np.ones(d, np.float32)), "b1": jax.device_put(np.zeros(d, np.float32)),
-                          "g2": jax.device_put(np.ones(d, np.float32)), "b2": jax.device_put(np.zeros(d, np.float32))}
-                         for _ in range(h["layers"])]}
+    params = {
+        "embed": blocks.normal(rng, (h["vocab"], d), "float32", 0.02),
+        "out": blocks.normal(rng, (d, h["vocab"]), "float32", d**-0.5),
+        "layers": [
+            {
+                "qkv": blocks.normal(rng, (d, 3 * d), "float32", d**-0.5),
+                "o": blocks.normal(rng, (d, d), "float32", d**-0.5),
+                "w1": blocks.normal(rng, (d, h["mlp"]), "float32", d**-0.5),
+                "w2": blocks.normal(rng, (h["mlp"], d), "float32", h["mlp"] ** -0.5),
+                "g1": jax.device_put(np.ones(d, np.float32)),
+                "b1": jax.device_put(np.zeros(d, np.float32)),
+                "g2": jax.device_put(np.ones(d, np.float32)),
+                "b2": jax.device_put(np.zeros(d, np.float32)),
+            }
+            for _ in range(h["layers"])
+        ],
+    }
     tokens = jax.device_put(rng.integers(0, h["vocab"], (h["batch"], h["seq"] + 1)).astype(np.int32))
     opt_state = jax.jit(optax.adam(1e-3).init)(params)
     return params, opt_state, {"tokens": tokens}
@@ -82,8 +98,16 @@ def transformer(config: Mapping[str, Any]) -> tuple[Callable[..., Any], tuple[An
 
 transformer.space = {f"remat_{i}": list(REMAT_POLICIES) for i in range(_TRANSFORMER["layers"])}
 
-_MIXER = {"blocks": 4, "tokens": 64, "patch": 48, "channels": 128, "token_mlp": 128, "channel_mlp": 256, "batch": 4,
-          "classes": 10}
+_MIXER = {
+    "blocks": 4,
+    "tokens": 64,
+    "patch": 48,
+    "channels": 128,
+    "token_mlp": 128,
+    "channel_mlp": 256,
+    "batch": 4,
+    "classes": 10,
+}
 
 
 @functools.cache
@@ -91,15 +115,24 @@ def _mixer_args() -> tuple[Any, ...]:
     h = _MIXER
     rng = np.random.default_rng(1)
     n, t, c = h["blocks"], h["tokens"], h["channels"]
-    params = {"stem": blocks.normal(rng, (h["patch"], c), "float32", h["patch"]**-0.5), "head": blocks.normal(rng, (c, h["classes"]), "float32", c**-0.5),
-              "blocks": {"t1": blocks.normal(rng, (n, t, h["token_mlp"]), "float32", t**-0.5),
-                         "t2": blocks.normal(rng, (n, h["token_mlp"], t), "float32", h["token_mlp"]**-0.5),
-                         "c1": blocks.normal(rng, (n, c, h["channel_mlp"]), "float32", c**-0.5),
-                         "c2": blocks.normal(rng, (n, h["channel_mlp"], c), "float32", h["channel_mlp"]**-0.5),
-                         "g1": jax.device_put(np.ones((n, c), np.float32)), "b1": jax.device_put(np.zeros((n, c), np.float32)),
-                         "g2": jax.device_put(np.ones((n, c), np.float32)), "b2": jax.device_put(np.zeros((n, c), np.float32))}}
-    batch = {"patches": blocks.normal(rng, (h["batch"], t, h["patch"]), "float32"),
-             "labels": jax.device_put(rng.integers(0, h["classes"], h["batch"]).astype(np.int32))}
+    params = {
+        "stem": blocks.normal(rng, (h["patch"], c), "float32", h["patch"] ** -0.5),
+        "head": blocks.normal(rng, (c, h["classes"]), "float32", c**-0.5),
+        "blocks": {
+            "t1": blocks.normal(rng, (n, t, h["token_mlp"]), "float32", t**-0.5),
+            "t2": blocks.normal(rng, (n, h["token_mlp"], t), "float32", h["token_mlp"] ** -0.5),
+            "c1": blocks.normal(rng, (n, c, h["channel_mlp"]), "float32", c**-0.5),
+            "c2": blocks.normal(rng, (n, h["channel_mlp"], c), "float32", h["channel_mlp"] ** -0.5),
+            "g1": jax.device_put(np.ones((n, c), np.float32)),
+            "b1": jax.device_put(np.zeros((n, c), np.float32)),
+            "g2": jax.device_put(np.ones((n, c), np.float32)),
+            "b2": jax.device_put(np.zeros((n, c), np.float32)),
+        },
+    }
+    batch = {
+        "patches": blocks.normal(rng, (h["batch"], t, h["patch"]), "float32"),
+        "labels": jax.device_put(rng.integers(0, h["classes"], h["batch"]).astype(np.int32)),
+    }
     opt_state = jax.jit(optax.adam(1e-3).init)(params)
     return params, opt_state, batch
 
@@ -108,9 +141,13 @@ def mixer(config: Mapping[str, Any]) -> tuple[Callable[..., Any], tuple[Any, ...
     """An MLP-mixer classifier's adam train step (4 blocks in a `lax.scan`, 64 tokens x 128 channels,
     batch 4): ``config["remat_token"]`` / ``["remat_channel"]`` are the `jax.checkpoint` policies of
     the token- and channel-mixing MLPs, ``config["scan_unroll"]`` the scan's unroll."""
-    token_mlp = blocks.remat(lambda p, y: jnp.swapaxes(jax.nn.gelu(jnp.swapaxes(y, 1, 2) @ p["t1"]) @ p["t2"], 1, 2),
-                       config.get("remat_token", "none"))
-    channel_mlp = blocks.remat(lambda p, y: jax.nn.gelu(y @ p["c1"]) @ p["c2"], config.get("remat_channel", "none"))
+    token_mlp = blocks.remat(
+        lambda p, y: jnp.swapaxes(jax.nn.gelu(jnp.swapaxes(y, 1, 2) @ p["t1"]) @ p["t2"], 1, 2),
+        config.get("remat_token", "none"),
+    )
+    channel_mlp = blocks.remat(
+        lambda p, y: jax.nn.gelu(y @ p["c1"]) @ p["c2"], config.get("remat_channel", "none")
+    )
 
     def block(x, p):
         x = x + token_mlp(p, blocks.layer_norm({"scale": p["g1"], "bias": p["b1"]}, x))
@@ -125,7 +162,11 @@ def mixer(config: Mapping[str, Any]) -> tuple[Callable[..., Any], tuple[Any, ...
     return blocks.train_step(loss, optax.adam(1e-3)), _mixer_args()
 
 
-mixer.space = {"remat_token": list(REMAT_POLICIES), "remat_channel": list(REMAT_POLICIES), "scan_unroll": [1, 2, 4]}
+mixer.space = {
+    "remat_token": list(REMAT_POLICIES),
+    "remat_channel": list(REMAT_POLICIES),
+    "scan_unroll": [1, 2, 4],
+}
 
 
 def tiled_mlp(config: Mapping[str, Mapping[str, int]]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -143,10 +184,12 @@ def tiled_mlp(config: Mapping[str, Mapping[str, int]]) -> tuple[Callable[..., An
     return fn, (x, w1, b1, g, b, w2, b2)
 
 
-tiled_mlp.kernels = {"mm1": ("matmul", (256, 512, 256), "float32"), "ln": ("layernorm", (256, 512), "float32"),
-                     "mm2": ("matmul", (256, 256, 512), "float32"), "softmax": ("softmax", (256, 256), "float32")}
+tiled_mlp.kernels = {
+    "mm1": ("matmul", (256, 512, 256), "float32"),
+    "ln": ("layernorm", (256, 512), "float32"),
+    "mm2": ("matmul", (256, 256, 512), "float32"),
+    "softmax": ("softmax", (256, 256), "float32"),
+}
 
 #: The built-in programs, ``--program example:NAME``.
 EXAMPLES: dict[str, Callable[..., Any]] = {"transformer": transformer, "mixer": mixer, "tiled_mlp": tiled_mlp}
-
-

@@ -77,7 +77,9 @@ def cnn(rng: np.random.Generator) -> Model:
     def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
         x = b["x"]
         for i in range(hp["blocks"]):
-            x = blocks.pool(jax.nn.relu(blocks.batch_norm(p[f"bn{i}"], blocks.conv(x, p[f"conv{i}"]))), hp["pool"])
+            x = blocks.pool(
+                jax.nn.relu(blocks.batch_norm(p[f"bn{i}"], blocks.conv(x, p[f"conv{i}"]))), hp["pool"]
+            )
         return blocks.dense(p["head"], x.mean(axis=(1, 2)))
 
     return Model(hp, params, batch, apply)
@@ -223,7 +225,8 @@ def transformer_encoder(rng: np.random.Generator) -> Model:
     }
     d, dt = hp["dim"], hp["dtype"]
     params = {
-        f"layer{i}": blocks.transformer_layer_init(rng, d, d * hp["mlp_ratio"], dt) for i in range(hp["layers"])
+        f"layer{i}": blocks.transformer_layer_init(rng, d, d * hp["mlp_ratio"], dt)
+        for i in range(hp["layers"])
     }
     lengths = rng.integers(hp["seq"] // 2, hp["seq"] + 1, hp["batch"])
     batch = {
@@ -261,7 +264,8 @@ def causal_decoder(rng: np.random.Generator) -> Model:
     }
     d, dt = hp["dim"], hp["dtype"]
     params: Params = {
-        f"layer{i}": blocks.transformer_layer_init(rng, d, d * hp["mlp_ratio"], dt) for i in range(hp["layers"])
+        f"layer{i}": blocks.transformer_layer_init(rng, d, d * hp["mlp_ratio"], dt)
+        for i in range(hp["layers"])
     }
     params["tokens"] = blocks.normal(rng, (hp["vocab"], d), dt, 0.02)
     params["positions"] = blocks.normal(rng, (hp["seq"], d), dt, 0.02)
@@ -294,7 +298,10 @@ def lstm(rng: np.random.Generator) -> Model:
     """LSTM over time with ``lax.scan`` (one fused 4-gate matmul per step), regression on the last state."""
     hp = _recurrent_hparams(rng)
     h, dt = hp["hidden"], hp["dtype"]
-    params = {"cell": blocks.dense_init(rng, hp["in_dim"] + h, 4 * h, dt), "head": blocks.dense_init(rng, h, 1, dt)}
+    params = {
+        "cell": blocks.dense_init(rng, hp["in_dim"] + h, 4 * h, dt),
+        "head": blocks.dense_init(rng, h, 1, dt),
+    }
     batch = {
         "x": blocks.normal(rng, (hp["seq"], hp["batch"], hp["in_dim"]), dt),
         "target": blocks.normal(rng, (hp["batch"], 1), dt),
@@ -305,7 +312,9 @@ def lstm(rng: np.random.Generator) -> Model:
             carry: tuple[jax.Array, jax.Array], x_t: jax.Array
         ) -> tuple[tuple[jax.Array, jax.Array], None]:
             hidden, cell = carry
-            i, f, g, o = jnp.split(blocks.dense(p["cell"], jnp.concatenate([x_t, hidden], axis=-1)), 4, axis=-1)
+            i, f, g, o = jnp.split(
+                blocks.dense(p["cell"], jnp.concatenate([x_t, hidden], axis=-1)), 4, axis=-1
+            )
             cell = jax.nn.sigmoid(f) * cell + jax.nn.sigmoid(i) * jnp.tanh(g)
             return (jax.nn.sigmoid(o) * jnp.tanh(cell), cell), None
 
@@ -398,7 +407,10 @@ def graph_message_passing(rng: np.random.Generator) -> Model:
     n, d, dt = hp["nodes"], hp["dim"], hp["dtype"]
     n_edges = n * hp["edges_per_node"]
     params = {
-        f"step{i}": {"edge": blocks.dense_init(rng, 3 * d, d, dt), "node": blocks.dense_init(rng, 2 * d, d, dt)}
+        f"step{i}": {
+            "edge": blocks.dense_init(rng, 3 * d, d, dt),
+            "node": blocks.dense_init(rng, 2 * d, d, dt),
+        }
         for i in range(hp["steps"])
     }
     params["readout"] = blocks.dense_init(rng, d, 1, dt)
@@ -440,7 +452,9 @@ def nerf_mlp(rng: np.random.Generator) -> Model:
     enc_dim = 3 + 6 * hp["frequencies"]
     skip_at = hp["depth"] // 2
     params = {
-        f"dense{i}": blocks.dense_init(rng, enc_dim if i == 0 else w + (enc_dim if i == skip_at else 0), w, dt)
+        f"dense{i}": blocks.dense_init(
+            rng, enc_dim if i == 0 else w + (enc_dim if i == skip_at else 0), w, dt
+        )
         for i in range(hp["depth"])
     }
     params["rgb"] = blocks.dense_init(rng, w, 3, dt)

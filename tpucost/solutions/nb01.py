@@ -39,8 +39,14 @@ class SmallCNN(nnx.Module):
         return jax.nn.log_softmax(self.out(nnx.gelu(self.hidden(x))))
 
 
-def compiled_hlo(batch: int = 8, image: int = 32, channels: int = 32, pool: str = "avg", seed: int = 0,
-                 compiler_options: Mapping[str, Any] | None = None) -> str:
+def compiled_hlo(
+    batch: int = 8,
+    image: int = 32,
+    channels: int = 32,
+    pool: str = "avg",
+    seed: int = 0,
+    compiler_options: Mapping[str, Any] | None = None,
+) -> str:
     """The optimized HLO text of `SmallCNN` for a ``batch x image x image x 3`` input."""
     model = SmallCNN(channels, nnx.Rngs(seed), pool=pool)
     x = jnp.ones((batch, image, image, 3))
@@ -68,22 +74,39 @@ def exercise_1(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str,
     """
     ks = {pool: _kernels(compiled_hlo(batch, image, channels, pool)) for pool in ("avg", "max")}
     sigs = {pool: Counter(_signature(k) for k in kk) for pool, kk in ks.items()}
-    changed = {pool: [k for k in kk if sigs[pool][_signature(k)] > sigs["max" if pool == "avg" else "avg"][_signature(k)]]
-               for pool, kk in ks.items()}
+    changed = {
+        pool: [
+            k
+            for k in kk
+            if sigs[pool][_signature(k)] > sigs["max" if pool == "avg" else "avg"][_signature(k)]
+        ]
+        for pool, kk in ks.items()
+    }
     ops = {pool: Counter(n.opcode for k in kk for n in k.nodes) for pool, kk in changed.items()}
-    difference = {op: ops["max"][op] - ops["avg"][op] for op in sorted(set(ops["max"]) | set(ops["avg"]))
-                  if ops["max"][op] != ops["avg"][op]}
-    answer = {"kernels": {pool: len(kk) for pool, kk in ks.items()},
-              "changed_kernels": sorted(k.name for k in changed["max"]), "opcode_difference": difference}
+    difference = {
+        op: ops["max"][op] - ops["avg"][op]
+        for op in sorted(set(ops["max"]) | set(ops["avg"]))
+        if ops["max"][op] != ops["avg"][op]
+    }
+    answer = {
+        "kernels": {pool: len(kk) for pool, kk in ks.items()},
+        "changed_kernels": sorted(k.name for k in changed["max"]),
+        "opcode_difference": difference,
+    }
     print(answer)
     return answer
 
 
 def exercise_2(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str, int]:
     """Kernels with XLA's fusion pass on (the default) and off (``xla_disable_hlo_passes=fusion``)."""
-    answer = {"default": len(_kernels(compiled_hlo(batch, image, channels))),
-              "fusion_off": len(_kernels(compiled_hlo(batch, image, channels,
-                                                      compiler_options={"xla_disable_hlo_passes": "fusion"})))}
+    answer = {
+        "default": len(_kernels(compiled_hlo(batch, image, channels))),
+        "fusion_off": len(
+            _kernels(
+                compiled_hlo(batch, image, channels, compiler_options={"xla_disable_hlo_passes": "fusion"})
+            )
+        ),
+    }
     print(answer)
     return answer
 
@@ -94,14 +117,20 @@ def richest_fusion(ks: list[kernels.Kernel]) -> kernels.Kernel:
     return max(fused, key=lambda k: len({n.opcode for n in k.nodes}))
 
 
-def exercise_3(sizes: tuple[tuple[int, int], tuple[int, int]] = ((8, 32), (16, 64)), channels: int = 32) -> list[str]:
+def exercise_3(
+    sizes: tuple[tuple[int, int], tuple[int, int]] = ((8, 32), (16, 64)), channels: int = 32
+) -> list[str]:
     """The feature columns of the kernel section 5 shows (`richest_fusion`) that change when (BATCH, IMAGE) changes."""
     first = richest_fusion(_kernels(compiled_hlo(*sizes[0], channels)))
     second = next(k for k in _kernels(compiled_hlo(*sizes[1], channels)) if k.name == first.name)
     a, b = (features.featurize(k).node_features for k in (first, second))
     if a.shape != b.shape:
-        raise ValueError(f"kernel {first.name} has {a.shape[0]} nodes at one size and {b.shape[0]} at the other")
-    changed = [name for j, name in enumerate(features.NODE_FEATURE_NAMES) if not np.allclose(a[:, j], b[:, j])]
+        raise ValueError(
+            f"kernel {first.name} has {a.shape[0]} nodes at one size and {b.shape[0]} at the other"
+        )
+    changed = [
+        name for j, name in enumerate(features.NODE_FEATURE_NAMES) if not np.allclose(a[:, j], b[:, j])
+    ]
     print(f"{len(changed)} columns change:", changed)
     return changed
 
@@ -144,7 +173,11 @@ def exercise_5(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str,
         window = kernel.nodes[node].attributes["window"]
         row = features.featurize(kernel).node_features[node]
         cols = [features.NODE_FEATURE_NAMES.index(f"window_size{d}") for d in range(window.rank)]
-        answer[name] = {"kernel": kernel.name, "kind": kernel.kind, "window_size": tuple(window.size),
-                        "from_features": tuple(int(round(float(np.expm1(row[c])))) for c in cols)}
+        answer[name] = {
+            "kernel": kernel.name,
+            "kind": kernel.kind,
+            "window_size": tuple(window.size),
+            "from_features": tuple(int(round(float(np.expm1(row[c])))) for c in cols),
+        }
     print(answer)
     return answer

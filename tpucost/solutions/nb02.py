@@ -19,17 +19,29 @@ from tpucost.programs import Program
 
 
 def _summary(m) -> dict[str, float]:
-    return {"kernels": len(m.runtime_ns), "labels_sum_us": sum(m.runtime_ns.values()) / 1e3,
-            "wall_us": min(m.wall_ns_per_run) / 1e3, "ratio": m.additivity_ratio}
+    return {
+        "kernels": len(m.runtime_ns),
+        "labels_sum_us": sum(m.runtime_ns.values()) / 1e3,
+        "wall_us": min(m.wall_ns_per_run) / 1e3,
+        "ratio": m.additivity_ratio,
+    }
 
 
 def exercise_1(program: Program, repeats: int = 10) -> pd.DataFrame:
     """One program measured with XLA's fusion pass on and off: kernels, summed labels, wall time."""
-    table = pd.DataFrame({
-        "fusion on (default)": _summary(measure_kernels(program.fn, *program.args, repeats=repeats)),
-        "fusion off": _summary(measure_kernels(program.fn, *program.args, repeats=repeats,
-                                               compiler_options={"xla_disable_hlo_passes": "fusion"})),
-    }).T
+    table = pd.DataFrame(
+        {
+            "fusion on (default)": _summary(measure_kernels(program.fn, *program.args, repeats=repeats)),
+            "fusion off": _summary(
+                measure_kernels(
+                    program.fn,
+                    *program.args,
+                    repeats=repeats,
+                    compiler_options={"xla_disable_hlo_passes": "fusion"},
+                )
+            ),
+        }
+    ).T
     print(table.round(2).to_string())
     return table
 
@@ -44,8 +56,14 @@ def exercise_2(program: Program, repeats: Sequence[int] = (1, 30)) -> pd.DataFra
         a, b = (measure_kernels(program.fn, *program.args, repeats=r).runtime_ns for _ in range(2))
         both = sorted(set(a) & set(b))
         rel = np.array([abs(a[k] - b[k]) / min(a[k], b[k]) for k in both])
-        rows.append({"repeats": r, "kernels": len(both), "median_rel_diff": float(np.median(rel)),
-                     "p90_rel_diff": float(np.quantile(rel, 0.9))})
+        rows.append(
+            {
+                "repeats": r,
+                "kernels": len(both),
+                "median_rel_diff": float(np.median(rel)),
+                "p90_rel_diff": float(np.quantile(rel, 0.9)),
+            }
+        )
     table = pd.DataFrame(rows)
     print(table.round(3).to_string(index=False))
     return table
@@ -56,12 +74,16 @@ def exercise_3(table: pd.DataFrame) -> dict[str, Any]:
 
     ``table`` is `tpucost.data.additivity.additivity_table`. Also its median wall time and kernel count.
     """
-    by_family = table.groupby("family").agg(ratio=("additivity_ratio", "median"), wall_us=("wall_ns", "median"),
-                                            kernels=("kernels", "median"))
+    by_family = table.groupby("family").agg(
+        ratio=("additivity_ratio", "median"), wall_us=("wall_ns", "median"), kernels=("kernels", "median")
+    )
     family = str(by_family["ratio"].idxmin())
-    answer = {"family": family, "median_ratio": float(by_family.loc[family, "ratio"]),
-              "median_wall_us": float(by_family.loc[family, "wall_us"]) / 1e3,
-              "median_kernels": float(by_family.loc[family, "kernels"])}
+    answer = {
+        "family": family,
+        "median_ratio": float(by_family.loc[family, "ratio"]),
+        "median_wall_us": float(by_family.loc[family, "wall_us"]) / 1e3,
+        "median_kernels": float(by_family.loc[family, "kernels"]),
+    }
     print(answer)
     return answer
 
@@ -72,9 +94,13 @@ def exercise_4(frame: pd.DataFrame) -> dict[str, float]:
     Over all kernels, and the median over programs (as Table 2 in notebook 03 ranks each program's
     kernels); ``frame`` is `KernelDataset.to_frame`.
     """
-    per_program = [evaluate.kendall_tau(g["n_nodes"], g["runtime_ns"]) for _, g in frame.groupby("program_id")]
-    answer = {"kendall_tau_all": evaluate.kendall_tau(frame["n_nodes"], frame["runtime_ns"]),
-              "kendall_tau_median_over_programs": float(np.nanmedian(per_program))}
+    per_program = [
+        evaluate.kendall_tau(g["n_nodes"], g["runtime_ns"]) for _, g in frame.groupby("program_id")
+    ]
+    answer = {
+        "kendall_tau_all": evaluate.kendall_tau(frame["n_nodes"], frame["runtime_ns"]),
+        "kendall_tau_median_over_programs": float(np.nanmedian(per_program)),
+    }
     print({k: round(v, 3) for k, v in answer.items()})
     return answer
 
@@ -84,7 +110,10 @@ def exercise_5(data_dir: str | os.PathLike, reference_dir: str | os.PathLike | N
 
     Per kind: its share of the kernels (%) and its median runtime (us) in each data set.
     """
-    sets = {"collected": kernel_data.load_kernel_dataset(data_dir), "reference": kernel_data.load_kernel_dataset(reference_dir)}
+    sets = {
+        "collected": kernel_data.load_kernel_dataset(data_dir),
+        "reference": kernel_data.load_kernel_dataset(reference_dir),
+    }
     columns = {}
     for name, ds in sets.items():
         frame = ds.to_frame()

@@ -28,8 +28,9 @@ from tpucost.models import GraphSAGE, ModelConfig
 from tpucost.tasks import kernel
 
 
-def sage_layer_by_hand(layer: Any, h: jax.Array, senders: jax.Array, receivers: jax.Array,
-                       reduce: str = "sum") -> jax.Array:
+def sage_layer_by_hand(
+    layer: Any, h: jax.Array, senders: jax.Array, receivers: jax.Array, reduce: str = "sum"
+) -> jax.Array:
     """One GraphSAGE layer of `tpucost.models` (``neighbours="both"``) written out with jraph's segment ops.
 
     For each direction (a node's operands: edges j -> i; its users: edges i -> j), a message
@@ -68,8 +69,9 @@ def exercise_1(graphs: Sequence[KernelGraph], reduce: str = "mean", hidden: int 
     return diff
 
 
-def exercise_2(ds: KernelDataset, max_programs: int | None = None,
-               methods: Sequence[str] = kernel.METHODS) -> pd.DataFrame:
+def exercise_2(
+    ds: KernelDataset, max_programs: int | None = None, methods: Sequence[str] = kernel.METHODS
+) -> pd.DataFrame:
     """Table 2 of the bundled models on the random split (held-out programs) and the hard split
     (held-out families), side by side. ``max_programs`` scores only that many test programs per split."""
     rows = {}
@@ -80,15 +82,19 @@ def exercise_2(ds: KernelDataset, max_programs: int | None = None,
         model_dir = costmodel.default_model_dir(split_name)
         for method in methods:
             m = kernel.evaluate_split(ds, split, kernel.load_method(model_dir, method).predict)
-            rows[(method, split_name)] = {"MAPE >=5us (%)": m["mape_ge5us"], "Kendall tau": m["kendall_median"],
-                                          "test programs": m["n_programs"]}
+            rows[(method, split_name)] = {
+                "MAPE >=5us (%)": m["mape_ge5us"],
+                "Kendall tau": m["kendall_median"],
+                "test programs": m["n_programs"],
+            }
     table = pd.DataFrame(rows).T.unstack()
     print(table.round(3).to_string())
     return table
 
 
-def exercise_3(ds: KernelDataset, split: Split,
-               predict: Callable[[list[KernelGraph]], np.ndarray]) -> dict[str, Any]:
+def exercise_3(
+    ds: KernelDataset, split: Split, predict: Callable[[list[KernelGraph]], np.ndarray]
+) -> dict[str, Any]:
     """Per kernel kind: the median error on the test kernels and how many training kernels it has.
 
     Returns the table (with ``count``, the test kernels behind each median) and Kendall's tau between
@@ -105,9 +111,15 @@ def exercise_3(ds: KernelDataset, split: Split,
     return {"table": table, "kendall_tau": tau}
 
 
-def brief_runs(ds: KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
-               models: dict[str, ModelConfig], seeds: Sequence[int] = (0, 1), train_kernels: int = 4000,
-               epochs: int = 8) -> pd.DataFrame:
+def brief_runs(
+    ds: KernelDataset,
+    train_idx: np.ndarray,
+    val_idx: np.ndarray,
+    models: dict[str, ModelConfig],
+    seeds: Sequence[int] = (0, 1),
+    train_kernels: int = 4000,
+    epochs: int = 8,
+) -> pd.DataFrame:
     """Notebook 03's brief training run for each model config and seed: best validation loss, epoch, seconds.
 
     Each seed draws its own training kernels and initialisation.
@@ -115,14 +127,22 @@ def brief_runs(ds: KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
     rows = []
     for name, model_config in models.items():
         for seed in seeds:
-            subset = np.random.default_rng(seed).choice(train_idx, size=min(train_kernels, len(train_idx)),
-                                                        replace=False)
+            subset = np.random.default_rng(seed).choice(
+                train_idx, size=min(train_kernels, len(train_idx)), replace=False
+            )
             task = kernel.KernelTask.fit(ds, subset, model_config)
             config = train.TrainConfig(model=model_config, epochs=epochs, patience=epochs, seed=seed)
             start = time.perf_counter()
             result = train.train_and_evaluate(task, config, subset, val_idx, progress=False)
-            rows.append({"setting": name, "seed": seed, "best_val_loss": result.best_val_loss,
-                         "best_epoch": result.best_epoch, "seconds": time.perf_counter() - start})
+            rows.append(
+                {
+                    "setting": name,
+                    "seed": seed,
+                    "best_val_loss": result.best_val_loss,
+                    "best_epoch": result.best_epoch,
+                    "seconds": time.perf_counter() - start,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -133,24 +153,51 @@ def _summary(runs: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def exercise_4(ds: KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
-               reduces: Sequence[str] = ("sum", "mean", "max"), seeds: Sequence[int] = (0, 1, 2),
-               base: ModelConfig | None = None, train_kernels: int = 4000, epochs: int = 8) -> pd.DataFrame:
+def exercise_4(
+    ds: KernelDataset,
+    train_idx: np.ndarray,
+    val_idx: np.ndarray,
+    reduces: Sequence[str] = ("sum", "mean", "max"),
+    seeds: Sequence[int] = (0, 1, 2),
+    base: ModelConfig | None = None,
+    train_kernels: int = 4000,
+    epochs: int = 8,
+) -> pd.DataFrame:
     """The neighbour reduction (sum, mean, max), each trained with several seeds."""
     base = base or ModelConfig(hidden=64, num_layers=3)
-    runs = brief_runs(ds, train_idx, val_idx, {r: dataclasses.replace(base, reduce=r) for r in reduces},
-                      seeds, train_kernels, epochs)
+    runs = brief_runs(
+        ds,
+        train_idx,
+        val_idx,
+        {r: dataclasses.replace(base, reduce=r) for r in reduces},
+        seeds,
+        train_kernels,
+        epochs,
+    )
     _summary(runs)
     return runs
 
 
-def exercise_5(ds: KernelDataset, train_idx: np.ndarray, val_idx: np.ndarray,
-               poolings: Sequence[tuple[str, ...]] = (("sum", "max"), ("mean",), ("mean", "max")),
-               seeds: Sequence[int] = (0, 1, 2), base: ModelConfig | None = None, train_kernels: int = 4000,
-               epochs: int = 8) -> pd.DataFrame:
+def exercise_5(
+    ds: KernelDataset,
+    train_idx: np.ndarray,
+    val_idx: np.ndarray,
+    poolings: Sequence[tuple[str, ...]] = (("sum", "max"), ("mean",), ("mean", "max")),
+    seeds: Sequence[int] = (0, 1, 2),
+    base: ModelConfig | None = None,
+    train_kernels: int = 4000,
+    epochs: int = 8,
+) -> pd.DataFrame:
     """Graph pooling: with and without the sum (which carries the kernel's size), several seeds each."""
     base = base or ModelConfig(hidden=64, num_layers=3)
-    runs = brief_runs(ds, train_idx, val_idx, {"+".join(p): dataclasses.replace(base, pooling=tuple(p))
-                                               for p in poolings}, seeds, train_kernels, epochs)
+    runs = brief_runs(
+        ds,
+        train_idx,
+        val_idx,
+        {"+".join(p): dataclasses.replace(base, pooling=tuple(p)) for p in poolings},
+        seeds,
+        train_kernels,
+        epochs,
+    )
     _summary(runs)
     return runs

@@ -27,14 +27,20 @@ def _test_scores(result: train.TrainResult, ds: tile_data.TileDataset, split: Sp
     return evaluate.ranking_metrics(scores, [ds.runtime_ns(int(i)) for i in split.test])
 
 
-def exercise_2(ds: tile_data.TileDataset, split: Split, config: train.TrainConfig,
-               losses: tuple[str, ...] = ("hinge", "logistic", "listwise"), seeds: tuple[int, ...] = (0, 1)) -> pd.DataFrame:
+def exercise_2(
+    ds: tile_data.TileDataset,
+    split: Split,
+    config: train.TrainConfig,
+    losses: tuple[str, ...] = ("hinge", "logistic", "listwise"),
+    seeds: tuple[int, ...] = (0, 1),
+) -> pd.DataFrame:
     """Kendall's tau and top-1 slowdown on the test kernels for each loss and seed."""
     rows = []
     for loss in losses:
         for seed in seeds:
-            result = tile_task.train_tile_model(ds, split, loss, workdir=None,
-                                                config=dataclasses.replace(config, seed=seed), progress=False)
+            result = tile_task.train_tile_model(
+                ds, split, loss, workdir=None, config=dataclasses.replace(config, seed=seed), progress=False
+            )
             m = _test_scores(result, ds, split)
             rows.append({"loss": loss, "seed": seed, "kendall_mean": m["kendall_mean"], "top1": m["top1"]})
     table = pd.DataFrame(rows)
@@ -44,8 +50,12 @@ def exercise_2(ds: tile_data.TileDataset, split: Split, config: train.TrainConfi
 
 def exercise_3(ds: tile_data.TileDataset) -> pd.DataFrame:
     """Table 3 on the hard split (held-out families) beside the random split."""
-    table = pd.DataFrame({split: {name: m["kendall_mean"] for name, m in tile_task.evaluate_tile_models(ds, split).items()}
-                          for split in ("random", "hard")})
+    table = pd.DataFrame(
+        {
+            split: {name: m["kendall_mean"] for name, m in tile_task.evaluate_tile_models(ds, split).items()}
+            for split in ("random", "hard")
+        }
+    )
     print(table.round(3))
     return table
 
@@ -59,7 +69,9 @@ def exercise_4(ds: tile_data.TileDataset, split: Split, config: train.TrainConfi
         result = tile_task.train_tile_model(ds, split, "hinge", workdir=None, config=cfg, progress=False)
         seconds = time.perf_counter() - t0
         m = _test_scores(result, ds, split)
-        rows.append({"join": join, "kendall_mean": m["kendall_mean"], "top1": m["top1"], "train_seconds": seconds})
+        rows.append(
+            {"join": join, "kendall_mean": m["kendall_mean"], "top1": m["top1"], "train_seconds": seconds}
+        )
     table = pd.DataFrame(rows)
     print(table.round(3).to_string(index=False))
     return table

@@ -16,25 +16,41 @@ from tpucost import autotune
 def exercise_1(program: str = "example:transformer") -> dict[str, Any]:
     """The program space of ``program``: choices per knob and the number of configurations."""
     space = autotune.load_tunable(program, "program").space
-    answer = {"knobs": {k: len(v) for k, v in space.knobs.items()}, "size": space.size, "default": space.default}
+    answer = {
+        "knobs": {k: len(v) for k, v in space.knobs.items()},
+        "size": space.size,
+        "default": space.default,
+    }
     print(answer)
     return answer
 
 
-def exercise_2(program: str = "example:mixer", budget_s: float = 6.0, seeds: tuple[int, ...] = (0, 1),
-               n_candidates: int = 8) -> pd.DataFrame:
+def exercise_2(
+    program: str = "example:mixer",
+    budget_s: float = 6.0,
+    seeds: tuple[int, ...] = (0, 1),
+    n_candidates: int = 8,
+) -> pd.DataFrame:
     """Simulated annealing against random search, both as the device-only and the model-guided
     strategy, at the same budget: mean speedup over the default (fresh-process figures)."""
     rows = []
     for search in ("anneal", "random"):
-        report = autotune.autotune(program, "program", budget_s, seeds=seeds, search=search,
-                                   n_candidates=n_candidates).report
+        report = autotune.autotune(
+            program, "program", budget_s, seeds=seeds, search=search, n_candidates=n_candidates
+        ).report
         for strategy, starts in report["strategies"].items():
             for start, entry in starts.items():
-                rows.append({"search": search, "strategy": strategy, "start": start,
-                             "speedup_vs_default": entry["speedup_vs_default"],
-                             "min": entry["speedup_spread"]["min"], "max": entry["speedup_spread"]["max"],
-                             "measured": entry["candidates_measured"]})
+                rows.append(
+                    {
+                        "search": search,
+                        "strategy": strategy,
+                        "start": start,
+                        "speedup_vs_default": entry["speedup_vs_default"],
+                        "min": entry["speedup_spread"]["min"],
+                        "max": entry["speedup_spread"]["max"],
+                        "measured": entry["candidates_measured"],
+                    }
+                )
     table = pd.DataFrame(rows)
     print(table.round(3).to_string(index=False))
     return table
@@ -80,12 +96,16 @@ my_mlp.space = {"activation": ["gelu", "tanh", "relu"], "remat": ["none", "dots_
 '''
 
 
-def exercise_3(budget_s: float = 5.0, n_candidates: int = 20, folder: str | Path | None = None) -> dict[str, Any]:
+def exercise_3(
+    budget_s: float = 5.0, n_candidates: int = 20, folder: str | Path | None = None
+) -> dict[str, Any]:
     """Autotune a program of one's own: write it to ``folder/my_program.py`` and search it."""
     folder = Path(folder or tempfile.mkdtemp(prefix="tpucost-nb05-"))
     path = folder / "my_program.py"
     path.write_text(textwrap.dedent(MY_PROGRAM))
-    report = autotune.autotune(f"{path}:my_mlp", "program", budget_s, seeds=(0,), n_candidates=n_candidates).report
+    report = autotune.autotune(
+        f"{path}:my_mlp", "program", budget_s, seeds=(0,), n_candidates=n_candidates
+    ).report
     for strategy, starts in report["strategies"].items():
         for start, e in starts.items():
             print(f"{strategy:<13} {start:<13} {e['speedup_vs_default']:.3f}x  {e['best_config']}")
@@ -107,8 +127,11 @@ class CoordinateDescent:
         while not self.queue and self.stale < len(names):
             name = names[self.knob % len(names)]
             self.knob += 1
-            self.queue = [{**self.best, name: v} for v in self.space.knobs[name]
-                          if self.space.key({**self.best, name: v}) not in self.seen]
+            self.queue = [
+                {**self.best, name: v}
+                for v in self.space.knobs[name]
+                if self.space.key({**self.best, name: v}) not in self.seen
+            ]
             self.stale += 1
 
     def propose(self, progress: float) -> autotune.Config | None:
@@ -136,14 +159,24 @@ def exercise_4(n_candidates: int = 300, program: str = "example:tiled_mlp") -> d
             return autotune.Evaluation(_bowl(config), 0.0)
 
     space = autotune.Space({f"k{i}": list(range(6)) for i in range(4)})
-    order = autotune.run_search(space, Bowl(), CoordinateDescent, space.default, np.random.default_rng(0),
-                                max_candidates=n_candidates)
-    result: dict[str, Any] = {"synthetic_best": min(ev.cost_ns for _, ev in order), "synthetic_candidates": len(order)}
+    order = autotune.run_search(
+        space, Bowl(), CoordinateDescent, space.default, np.random.default_rng(0), max_candidates=n_candidates
+    )
+    result: dict[str, Any] = {
+        "synthetic_best": min(ev.cost_ns for _, ev in order),
+        "synthetic_candidates": len(order),
+    }
     tunable = autotune.load_tunable(program, "tile")
     predictor = autotune.TilePredictor(tunable)
     for name, strategy in (("coordinate descent", CoordinateDescent), ("anneal", "anneal")):
-        found = autotune.run_search(tunable.space, predictor, strategy, tunable.space.default,
-                                    np.random.default_rng(0), max_candidates=n_candidates)
+        found = autotune.run_search(
+            tunable.space,
+            predictor,
+            strategy,
+            tunable.space.default,
+            np.random.default_rng(0),
+            max_candidates=n_candidates,
+        )
         result[f"tile predicted best, {name}"] = min(ev.cost_ns for _, ev in found)
         result[f"tile candidates, {name}"] = len(found)
     result["tile predicted, default"] = predictor(tunable.space.default).cost_ns

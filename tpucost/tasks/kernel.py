@@ -44,6 +44,7 @@ from tqdm import tqdm
 
 from tpucost import analytical, checkpoint, evaluate, features, train
 from tpucost.data import kernel as kernel_data
+from tpucost.data import kernel_collection
 from tpucost.data.kernel import KernelDataset
 from tpucost.data.splits import Split
 from tpucost.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
@@ -132,7 +133,9 @@ def _with_sequences(per_device: list[KernelBatch]) -> list[KernelBatch]:
     """Add ``seq_index`` to each device's batch, all padded to one length bucket."""
     lengths = [int(np.max(b.graph.n_node[b.graph_mask], initial=1)) for b in per_device]
     length_bucket = [features.bucket(max(lengths), DEFAULT_LENGTH_BUCKETS, "sequence length")]
-    return [b._replace(seq_index=sequence_index(b.graph.n_node, b.node_mask, length_bucket)) for b in per_device]
+    return [
+        b._replace(seq_index=sequence_index(b.graph.n_node, b.node_mask, length_bucket)) for b in per_device
+    ]
 
 
 def _stacked_batch(chunks: list[list[KernelGraph]], targets: list[np.ndarray], with_seq: bool) -> KernelBatch:
@@ -181,11 +184,16 @@ class KernelTask:
     name: str = "kernel"
 
     @classmethod
-    def fit(cls, dataset: KernelData, train_part: Sequence[int], model: ModelConfig | None = None) -> KernelTask:
+    def fit(
+        cls, dataset: KernelData, train_part: Sequence[int], model: ModelConfig | None = None
+    ) -> KernelTask:
         """The task whose target norm is fitted on the kernels ``train_part``, batching for ``model``."""
         runtime = np.asarray(dataset.runtime_ns, dtype=np.float64)
-        return cls(dataset, TargetNorm.fit(runtime[np.asarray(train_part)]),
-                   with_sequences=model is not None and model.kind == "lstm")
+        return cls(
+            dataset,
+            TargetNorm.fit(runtime[np.asarray(train_part)]),
+            with_sequences=model is not None and model.kind == "lstm",
+        )
 
     def num_examples(self, part: Sequence[int]) -> int:
         return len(part)
@@ -194,16 +202,23 @@ class KernelTask:
         """Kernels by size (stable): similar sizes share a batch, so batches carry less padding."""
         return np.argsort([self.dataset.graph(int(i)).num_nodes for i in part], kind="stable")
 
-    def batches(self, part: np.ndarray, batch_size: int, num_devices: int, order: np.ndarray) -> Iterator[KernelBatch]:
+    def batches(
+        self, part: np.ndarray, batch_size: int, num_devices: int, order: np.ndarray
+    ) -> Iterator[KernelBatch]:
         """`KernelBatch`es of the kernels ``part[order]``, ``batch_size`` at a time, split over devices."""
         part = np.asarray(part)
         runtime = np.asarray(self.dataset.runtime_ns, dtype=np.float64)
         for start in range(0, len(order), batch_size):
             chunks = np.array_split(part[order[start : start + batch_size]], num_devices)
-            yield _stacked_batch([[self.dataset.graph(int(i)) for i in c] for c in chunks],
-                                 [self.norm.encode(runtime[c]) for c in chunks], self.with_sequences)
+            yield _stacked_batch(
+                [[self.dataset.graph(int(i)) for i in c] for c in chunks],
+                [self.norm.encode(runtime[c]) for c in chunks],
+                self.with_sequences,
+            )
 
-    def loss(self, model: nnx.Module, batch: KernelBatch, dropout_key: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+    def loss(
+        self, model: nnx.Module, batch: KernelBatch, dropout_key: jax.Array | None
+    ) -> tuple[jax.Array, jax.Array]:
         """Sum of squared errors on standardised log runtime, and the number of real kernels."""
         pred = model(batch.graph, batch.node_mask, batch.graph_mask, batch.seq_index, dropout_key=dropout_key)
         err = jnp.where(batch.graph_mask, (pred - batch.graph.globals[:, 0]) ** 2, 0.0)
@@ -226,8 +241,9 @@ def _predict_jit(graphdef_and_params, batch: KernelBatch) -> jax.Array:
     return model(batch.graph, batch.node_mask, batch.graph_mask, batch.seq_index)
 
 
-def predict_log_ns(model: nnx.Module, norm: TargetNorm, graphs: Sequence[KernelGraph],
-                   batch_size: int = 256) -> np.ndarray:
+def predict_log_ns(
+    model: nnx.Module, norm: TargetNorm, graphs: Sequence[KernelGraph], batch_size: int = 256
+) -> np.ndarray:
     """Predicted log(runtime_ns) float64[len(graphs)], in input order (one device, bucketed batches)."""
     if len(graphs) == 0:
         return np.zeros((0,), np.float64)
@@ -238,7 +254,9 @@ def predict_log_ns(model: nnx.Module, norm: TargetNorm, graphs: Sequence[KernelG
     zeros = np.zeros(len(graphs), np.float32)
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        batch = jax.tree.map(lambda x: x[0], _stacked_batch([[graphs[i] for i in idx]], [zeros[idx]], with_seq))
+        batch = jax.tree.map(
+            lambda x: x[0], _stacked_batch([[graphs[i] for i in idx]], [zeros[idx]], with_seq)
+        )
         out[idx] = np.asarray(_predict_jit((graphdef, params, rest), batch))[: len(idx)]
     return norm.decode(out)
 
@@ -255,8 +273,9 @@ class KernelModel(NamedTuple):
     meta: dict[str, Any]
 
 
-def load_model(path_dir: str | os.PathLike, spec: FeatureSpec = TPUCOST_FEATURES,
-               spec_of: str = "tpucost's featurize") -> KernelModel:
+def load_model(
+    path_dir: str | os.PathLike, spec: FeatureSpec = TPUCOST_FEATURES, spec_of: str = "tpucost's featurize"
+) -> KernelModel:
     """Load a kernel-task checkpoint folder (`tpucost.checkpoint.load`) trained on feature spec ``spec``.
 
     Raises:
@@ -299,8 +318,12 @@ def _not_trained(path: Path) -> FileNotFoundError:
     return FileNotFoundError(f"{path} not found: train with `python -m tpucost train --task kernel`")
 
 
-def load_method(model_dir: str | os.PathLike, method: str, spec: FeatureSpec = TPUCOST_FEATURES,
-                spec_of: str = "tpucost's featurize") -> SavedMethod:
+def load_method(
+    model_dir: str | os.PathLike,
+    method: str,
+    spec: FeatureSpec = TPUCOST_FEATURES,
+    spec_of: str = "tpucost's featurize",
+) -> SavedMethod:
     """Method ``method`` (one of `METHODS`) of the experiment folder ``model_dir``.
 
     The networks must have been trained on feature spec ``spec`` (the analytical model reads tpucost's own
@@ -317,14 +340,24 @@ def load_method(model_dir: str | os.PathLike, method: str, spec: FeatureSpec = T
         TPUCOST_FEATURES.check_matches(spec, f"the analytical model {path}", spec_of)
         saved = json.loads(path.read_text())
         model = analytical.AnalyticalModel.from_json(saved)
-        return SavedMethod(model.predict, {"path": str(path)}, [path], saved.get("device"),
-                           saved.get("dispatch_ns_per_kernel"))
+        return SavedMethod(
+            model.predict,
+            {"path": str(path)},
+            [path],
+            saved.get("device"),
+            saved.get("dispatch_ns_per_kernel"),
+        )
     if not (root / method).exists():
         raise _not_trained(root / method)
     net = load_model(root / method, spec, spec_of)
     extra = net.meta.get("extra", {})
-    return SavedMethod(lambda graphs: np.exp(predict_log_ns(net.model, net.norm, graphs)), net.meta,
-                       sorted((root / method).glob("*")), extra.get("device"), extra.get("dispatch_ns_per_kernel"))
+    return SavedMethod(
+        lambda graphs: np.exp(predict_log_ns(net.model, net.norm, graphs)),
+        net.meta,
+        sorted((root / method).glob("*")),
+        extra.get("device"),
+        extra.get("dispatch_ns_per_kernel"),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,7 +377,9 @@ def _training_dispatch_ns(dataset: KernelDataset, parts: Split) -> float | None:
     """Dispatch overhead per kernel over the training programs' measured pairs (None without a log)."""
     if dataset.root is None:
         return None
-    return kernel_data.dispatch_ns_per_kernel(kernel_data.measured_runs(dataset.root, parts.train_ids))
+    return kernel_collection.dispatch_ns_per_kernel(
+        kernel_collection.measured_runs(dataset.root, parts.train_ids)
+    )
 
 
 def _previous_report(path: Path, split: str, test_kernels: int, test_programs: int) -> dict[str, Any]:
@@ -352,20 +387,33 @@ def _previous_report(path: Path, split: str, test_kernels: int, test_programs: i
     if not path.exists():
         return {}
     report = json.loads(path.read_text())
-    same = (report.get("split") == split and report.get("test_kernels") == test_kernels
-            and report.get("test_programs") == test_programs)
+    same = (
+        report.get("split") == split
+        and report.get("test_kernels") == test_kernels
+        and report.get("test_programs") == test_programs
+    )
     return report if same else {}
 
 
 def _new_report(dataset: KernelDataset, split: str, parts: Split, data_dir: str | None) -> dict[str, Any]:
     """The header of ``evaluation.json``: the split's sizes, the device and the training dispatch overhead."""
     return {
-        "split": split, "data": data_dir or str(dataset.root), "kernels": len(dataset),
-        "train_kernels": len(parts.train), "val_kernels": len(parts.val), "test_kernels": len(parts.test),
-        "train_programs": len(parts.train_ids), "val_programs": len(parts.val_ids),
+        "split": split,
+        "data": data_dir or str(dataset.root),
+        "kernels": len(dataset),
+        "train_kernels": len(parts.train),
+        "val_kernels": len(parts.val),
+        "test_kernels": len(parts.test),
+        "train_programs": len(parts.train_ids),
+        "val_programs": len(parts.val_ids),
         "test_programs": len(parts.test_ids),
-        "train_configs": {}, "results": {}, "histories": {}, "train_seconds": {},
-        "backend": jax.default_backend(), "jax_version": jax.__version__, "device": dataset.device,
+        "train_configs": {},
+        "results": {},
+        "histories": {},
+        "train_seconds": {},
+        "backend": jax.default_backend(),
+        "jax_version": jax.__version__,
+        "device": dataset.device,
         "dispatch_ns_per_kernel": _training_dispatch_ns(dataset, parts),
     }
 
@@ -374,20 +422,40 @@ def _fit_analytical(dataset: KernelDataset, parts: Split, out: Path, report: dic
     """Fit the analytical baseline on the training kernels and write ``analytical.json``."""
     model = analytical.AnalyticalModel()
     model.fit(_graphs(dataset, parts.train), dataset.runtime_ns[parts.train], dataset.kind[parts.train])
-    saved = {**json.loads(model.to_json()), "device": dataset.device,
-             "dispatch_ns_per_kernel": report["dispatch_ns_per_kernel"]}
+    saved = {
+        **json.loads(model.to_json()),
+        "device": dataset.device,
+        "dispatch_ns_per_kernel": report["dispatch_ns_per_kernel"],
+    }
     write_json_atomic(out / ANALYTICAL_FILE, saved, indent=2)
 
 
-def _train_network(dataset: KernelDataset, split: str, parts: Split, out: Path, config: train.TrainConfig,
-                   report: dict[str, Any], progress: bool) -> None:
+def _train_network(
+    dataset: KernelDataset,
+    split: str,
+    parts: Split,
+    out: Path,
+    config: train.TrainConfig,
+    report: dict[str, Any],
+    progress: bool,
+) -> None:
     """Train one network (``config.model.kind``) and save its checkpoint under ``out/<kind>``."""
     task = KernelTask.fit(dataset, parts.train, config.model)
     result = train.train_and_evaluate(task, config, parts.train, parts.val, progress=progress)
     method = config.model.kind
-    checkpoint.save(out / method, result.model, result.config, task.metadata(),
-                    extra={"split": split, "best_epoch": result.best_epoch, "best_val_loss": result.best_val_loss,
-                           "device": dataset.device, "dispatch_ns_per_kernel": report["dispatch_ns_per_kernel"]})
+    checkpoint.save(
+        out / method,
+        result.model,
+        result.config,
+        task.metadata(),
+        extra={
+            "split": split,
+            "best_epoch": result.best_epoch,
+            "best_val_loss": result.best_val_loss,
+            "device": dataset.device,
+            "dispatch_ns_per_kernel": report["dispatch_ns_per_kernel"],
+        },
+    )
     report["histories"][method] = result.history
     report["train_configs"][method] = result.config.to_dict()
 
@@ -422,14 +490,16 @@ def run_experiment(
         else:
             _train_network(dataset, split, parts, out, _method_config(config, method), report, progress)
         report["train_seconds"][method] = time.perf_counter() - start
-        report["results"][method] = evaluate_split(dataset, parts, load_method(out, method, dataset.features,
-                                                                               "the data set").predict)
+        report["results"][method] = evaluate_split(
+            dataset, parts, load_method(out, method, dataset.features, "the data set").predict
+        )
     write_json_atomic(out / EVALUATION_FILE, report)
     return report
 
 
-def evaluate_split(ds: KernelDataset, split: Split,
-                   predict: Callable[[list[KernelGraph]], np.ndarray]) -> dict[str, Any]:
+def evaluate_split(
+    ds: KernelDataset, split: Split, predict: Callable[[list[KernelGraph]], np.ndarray]
+) -> dict[str, Any]:
     """Metrics of ``predict`` (graphs -> ns, float[n]) on the test programs of ``split``.
 
     One row per (test program, kernel it ran), grouped under that program, labelled with the
@@ -443,22 +513,26 @@ def evaluate_split(ds: KernelDataset, split: Split,
     true = ds.runtime_ns[rows.kernel]
     result = evaluate.runtime_metrics(pred, true, rows.program_id, rows.family)
     unseen = np.isin(rows.kernel, split.test)
-    result["unseen"] = evaluate.runtime_metrics(pred[unseen], true[unseen], rows.program_id[unseen],
-                                                rows.family[unseen])
+    result["unseen"] = evaluate.runtime_metrics(
+        pred[unseen], true[unseen], rows.program_id[unseen], rows.family[unseen]
+    )
     _, first = np.unique(rows.program_id, return_index=True)
     families, counts = np.unique(rows.family[first], return_counts=True)
     result["n_programs_by_family"] = {str(f): int(c) for f, c in zip(families, counts, strict=True)}
     return result
 
 
-def evaluate_methods(model_dir: str | Path, dataset: KernelDataset, split: str,
-                     methods: Sequence[str] = METHODS) -> dict[str, dict[str, Any]]:
+def evaluate_methods(
+    model_dir: str | Path, dataset: KernelDataset, split: str, methods: Sequence[str] = METHODS
+) -> dict[str, dict[str, Any]]:
     """`evaluate_split` of each saved method of ``model_dir`` on the split's test programs
     (``{"gnn": {...}, ...}``); the raw predictions, for the device the models were trained on."""
     parts = kernel_data.split(dataset, split)
     where = f"data set {dataset.root}" if dataset.root is not None else "the data set"
-    return {m: evaluate_split(dataset, parts, load_method(model_dir, m, dataset.features, where).predict)
-            for m in methods}
+    return {
+        m: evaluate_split(dataset, parts, load_method(model_dir, m, dataset.features, where).predict)
+        for m in methods
+    }
 
 
 class ProgramCostModel(Protocol):
@@ -469,8 +543,14 @@ class ProgramCostModel(Protocol):
     def predict_program(self, fn: Callable[..., Any], *args: Any, compiler_options: Any = None) -> Any: ...
 
 
-def program_totals(model: ProgramCostModel, data_dir: str | Path, program_ids: Sequence[str],
-                   min_wall_ns: float = 1e6, limit: int | None = None, progress: bool = True) -> dict[str, Any]:
+def program_totals(
+    model: ProgramCostModel,
+    data_dir: str | Path,
+    program_ids: Sequence[str],
+    min_wall_ns: float = 1e6,
+    limit: int | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
     """``model.predict_program`` totals against the wall times measured when ``data_dir`` was collected.
 
     Takes the measured (program, configuration) pairs of ``program_ids`` (use test programs) whose wall
@@ -479,7 +559,7 @@ def program_totals(model: ProgramCostModel, data_dir: str | Path, program_ids: S
     Returns the number of pairs, the median ratio predicted/measured, the median absolute error
     (%), the fraction within 10%, and the median ratio of the kernels alone (no dispatch overhead).
     """
-    pairs = [e for e in kernel_data.measured_runs(data_dir, program_ids) if e["wall_ns"] >= min_wall_ns]
+    pairs = [e for e in kernel_collection.measured_runs(data_dir, program_ids) if e["wall_ns"] >= min_wall_ns]
     if limit is not None and len(pairs) > limit:
         pick = np.random.default_rng(0).choice(len(pairs), size=limit, replace=False)
         pairs = [pairs[i] for i in sorted(pick)]
@@ -493,11 +573,14 @@ def program_totals(model: ProgramCostModel, data_dir: str | Path, program_ids: S
     ratio = np.asarray(total)
     if not len(ratio):
         return {"pairs": 0}
-    return {"pairs": len(ratio), "median_ratio": float(np.median(ratio)),
-            "median_ape": float(100 * np.median(np.abs(ratio - 1))),
-            "within_10pct": float(np.mean(np.abs(ratio - 1) <= 0.1)),
-            "median_ratio_kernels_only": float(np.median(kernels_only)),
-            "dispatch_ns_per_kernel": model.dispatch_ns_per_kernel}
+    return {
+        "pairs": len(ratio),
+        "median_ratio": float(np.median(ratio)),
+        "median_ape": float(100 * np.median(np.abs(ratio - 1))),
+        "within_10pct": float(np.mean(np.abs(ratio - 1) <= 0.1)),
+        "median_ratio_kernels_only": float(np.median(kernels_only)),
+        "dispatch_ns_per_kernel": model.dispatch_ns_per_kernel,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,8 +598,14 @@ HPARAM_TRIALS: dict[str, tuple[ModelConfig, dict[str, Any]]] = {
 }
 
 
-def _hparam_trial(name: str, trial: tuple[ModelConfig, dict[str, Any]], ds: KernelDataset, split: Split, epochs: int,
-                  progress: bool) -> dict[str, Any]:
+def _hparam_trial(
+    name: str,
+    trial: tuple[ModelConfig, dict[str, Any]],
+    ds: KernelDataset,
+    split: Split,
+    epochs: int,
+    progress: bool,
+) -> dict[str, Any]:
     """Train one trial on ``split.train`` and score its best-validation model on the VALIDATION programs."""
     model_config, overrides = trial
     config = dataclasses.replace(train.TrainConfig(model=model_config, epochs=epochs), **overrides)
@@ -525,15 +614,30 @@ def _hparam_trial(name: str, trial: tuple[ModelConfig, dict[str, Any]], ds: Kern
     result = train.train_and_evaluate(task, config, split.train, split.val, progress=progress)
     seconds = time.perf_counter() - start
     as_test = dataclasses.replace(split, test_ids=split.val_ids, test=split.val)
-    scored = evaluate_split(ds, as_test, lambda graphs: np.exp(predict_log_ns(result.model, task.norm, graphs)))
-    return {"trial": name, "config": config.to_dict(), "epochs_run": len(result.history["val_loss"]),
-            "best_epoch": result.best_epoch, "best_val_loss": result.best_val_loss, "seconds": seconds,
-            "val_mape_ge5us": scored["mape_ge5us"], "val_mape_lt5us": scored["mape_lt5us"],
-            "val_kendall_median": scored["kendall_median"], "val_programs": len(split.val_ids)}
+    scored = evaluate_split(
+        ds, as_test, lambda graphs: np.exp(predict_log_ns(result.model, task.norm, graphs))
+    )
+    return {
+        "trial": name,
+        "config": config.to_dict(),
+        "epochs_run": len(result.history["val_loss"]),
+        "best_epoch": result.best_epoch,
+        "best_val_loss": result.best_val_loss,
+        "seconds": seconds,
+        "val_mape_ge5us": scored["mape_ge5us"],
+        "val_mape_lt5us": scored["mape_lt5us"],
+        "val_kendall_median": scored["kendall_median"],
+        "val_programs": len(split.val_ids),
+    }
 
 
-def hparam_search(dataset: KernelDataset, out: str | os.PathLike, trials: Sequence[str] | None = None,
-                  epochs: int = 12, progress: bool = True) -> dict[str, Any]:
+def hparam_search(
+    dataset: KernelDataset,
+    out: str | os.PathLike,
+    trials: Sequence[str] | None = None,
+    epochs: int = 12,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Hyperparameter search on the random split, scored on the VALIDATION programs only.
 
     Each trial of `HPARAM_TRIALS` (``trials``: their names, default all) trains for at most
@@ -548,9 +652,17 @@ def hparam_search(dataset: KernelDataset, out: str | os.PathLike, trials: Sequen
     if unknown:
         raise ValueError(f"unknown trials {unknown}; choose from {sorted(HPARAM_TRIALS)}")
     path = Path(out)
-    done = (read_json_object(path) if path.exists()
-            else {"data": str(dataset.root), "device": dataset.device, "split": "random", "scored_on": "validation",
-                  "trials": []})
+    done = (
+        read_json_object(path)
+        if path.exists()
+        else {
+            "data": str(dataset.root),
+            "device": dataset.device,
+            "split": "random",
+            "scored_on": "validation",
+            "trials": [],
+        }
+    )
     split = kernel_data.split(dataset, "random")
     finished = {t["trial"] for t in done["trials"]}
     for name in names:
@@ -558,26 +670,37 @@ def hparam_search(dataset: KernelDataset, out: str | os.PathLike, trials: Sequen
             done["trials"].append(_hparam_trial(name, HPARAM_TRIALS[name], dataset, split, epochs, progress))
             path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(path, done)
-    done["winner"] = min(done["trials"], key=lambda t: t["val_mape_ge5us"])["trial"] if done["trials"] else None
+    done["winner"] = (
+        min(done["trials"], key=lambda t: t["val_mape_ge5us"])["trial"] if done["trials"] else None
+    )
     return done
 
 
-_TABLE_HEADER = ("| method | MAPE >=5us (%) | MAPE <5us (%) | Kendall tau | rows | programs |\n"
-                 "| --- | --- | --- | --- | --- | --- |")
+_TABLE_HEADER = (
+    "| method | MAPE >=5us (%) | MAPE <5us (%) | Kendall tau | rows | programs |\n"
+    "| --- | --- | --- | --- | --- | --- |"
+)
 
 
 def _table_row(method: str, r: dict[str, Any]) -> str:
-    return (f"| {method} | {r['mape_ge5us']:.1f} | {r['mape_lt5us']:.1f} | {r['kendall_median']:.3f} "
-            f"| {r['n_kernels']} | {r['n_programs']} |")
+    return (
+        f"| {method} | {r['mape_ge5us']:.1f} | {r['mape_lt5us']:.1f} | {r['kendall_median']:.3f} "
+        f"| {r['n_kernels']} | {r['n_programs']} |"
+    )
 
 
 def _split_tables(report: dict[str, Any]) -> str:
     """One split's section: sizes, all-kernel and unseen tables, dispatch overhead, training time."""
     results = report["results"]
-    out = [f"## {report['split']} split: {report['train_programs']} / {report['val_programs']} / "
-           f"{report['test_programs']} programs; {report['train_kernels']} train / {report['val_kernels']} "
-           f"validation / {report['test_kernels']} test kernels", "", "all kernels the test programs ran:", "",
-           _TABLE_HEADER]
+    out = [
+        f"## {report['split']} split: {report['train_programs']} / {report['val_programs']} / "
+        f"{report['test_programs']} programs; {report['train_kernels']} train / {report['val_kernels']} "
+        f"validation / {report['test_kernels']} test kernels",
+        "",
+        "all kernels the test programs ran:",
+        "",
+        _TABLE_HEADER,
+    ]
     out += [_table_row(m, results[m]) for m in METHODS if m in results]
     out += ["", "unseen test kernels only:", "", _TABLE_HEADER]
     out += [_table_row(m, results[m]["unseen"]) for m in METHODS if m in results]
@@ -592,15 +715,22 @@ def _split_tables(report: dict[str, Any]) -> str:
 
 def _search_table(search: dict[str, Any]) -> str:
     """The hyperparameter search: one row per trial, validation programs only."""
-    out = [f"## Hyperparameter search (validation programs of the random split, {search['trials'][0]['val_programs']} "
-           "programs)", "", "| trial | changed from the defaults | val MAPE >=5us (%) | val MAPE <5us (%) | val Kendall "
-           "tau | epochs | seconds |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    out = [
+        f"## Hyperparameter search (validation programs of the random split, {search['trials'][0]['val_programs']} "
+        "programs)",
+        "",
+        "| trial | changed from the defaults | val MAPE >=5us (%) | val MAPE <5us (%) | val Kendall "
+        "tau | epochs | seconds |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     base = search["trials"][0]["config"]
     for t in search["trials"]:
         changed = {k: v for k, v in t["config"].items() if k != "model" and v != base[k]}
         changed |= {k: v for k, v in t["config"]["model"].items() if v != base["model"][k]}
-        out.append(f"| {t['trial']} | {changed or '-'} | {t['val_mape_ge5us']:.1f} | {t['val_mape_lt5us']:.1f} "
-                   f"| {t['val_kendall_median']:.3f} | {t['epochs_run']} | {t['seconds']:.0f} |")
+        out.append(
+            f"| {t['trial']} | {changed or '-'} | {t['val_mape_ge5us']:.1f} | {t['val_mape_lt5us']:.1f} "
+            f"| {t['val_kendall_median']:.3f} | {t['epochs_run']} | {t['seconds']:.0f} |"
+        )
     return "\n".join(out)
 
 

@@ -89,8 +89,13 @@ def _config_bucket(needed: int) -> int:
     return features.bucket(max(needed, 2), CONFIG_BUCKETS, "configurations per kernel")
 
 
-def _padded_batch(graphs: Sequence[features.KernelGraph], rows: Sequence[np.ndarray], targets: Sequence[np.ndarray],
-                  sizes: tuple[list[int], list[int], list[int]], num_configs: int) -> TileBatch:
+def _padded_batch(
+    graphs: Sequence[features.KernelGraph],
+    rows: Sequence[np.ndarray],
+    targets: Sequence[np.ndarray],
+    sizes: tuple[list[int], list[int], list[int]],
+    num_configs: int,
+) -> TileBatch:
     """Pad G kernels (graphs, config feature rows [C_g, Fc], targets [C_g]) to ``sizes`` (from
     `features.shared_buckets`) and ``num_configs`` configurations each."""
     padded, graph_mask, node_mask = features.pad_to_bucket(features.to_graphs_tuple(graphs), *sizes)
@@ -116,8 +121,11 @@ def _stack(per_device: list[tuple[list, list, list]]) -> TileBatch:
         empty = not chunk[0]
         batch = _padded_batch(*(real[0] if empty else chunk), sizes, num_configs)
         if empty:  # a device without kernels: a copy of another with every mask False
-            batch = batch._replace(node_mask=np.zeros_like(batch.node_mask), graph_mask=np.zeros_like(batch.graph_mask),
-                                   config_mask=np.zeros_like(batch.config_mask))
+            batch = batch._replace(
+                node_mask=np.zeros_like(batch.node_mask),
+                graph_mask=np.zeros_like(batch.graph_mask),
+                config_mask=np.zeros_like(batch.config_mask),
+            )
         out.append(batch)
     return jax.tree.map(lambda *xs: np.stack(xs), *out)
 
@@ -158,7 +166,9 @@ class TileTask:
             rows, runtime = rows[keep], runtime[keep]
         return self.dataset.graph(i), rows, self.norm.encode(runtime)
 
-    def batches(self, part: np.ndarray, batch_size: int, num_devices: int, order: np.ndarray) -> Iterator[TileBatch]:
+    def batches(
+        self, part: np.ndarray, batch_size: int, num_devices: int, order: np.ndarray
+    ) -> Iterator[TileBatch]:
         """Batches of the kernels ``part[order]``; config subsets are drawn from a generator seeded
         by the order (so each epoch's shuffled order also reshuffles the subsets, reproducibly)."""
         part = np.asarray(part)
@@ -168,25 +178,40 @@ class TileTask:
             chunks = []
             for p in np.array_split(idx, num_devices):
                 examples = [self._example(int(i), rng) for i in p]
-                chunks.append(tuple(list(x) for x in zip(*examples, strict=True)) if examples else ([], [], []))
+                chunks.append(
+                    tuple(list(x) for x in zip(*examples, strict=True)) if examples else ([], [], [])
+                )
             yield _stack(chunks)
 
-    def loss(self, model: nnx.Module, batch: TileBatch, dropout_key: jax.Array | None) -> tuple[jax.Array, jax.Array]:
-        scores = model(batch.graph, batch.node_mask, batch.graph_mask, batch.config_features, batch.config_mask,
-                       dropout_key=dropout_key)
+    def loss(
+        self, model: nnx.Module, batch: TileBatch, dropout_key: jax.Array | None
+    ) -> tuple[jax.Array, jax.Array]:
+        scores = model(
+            batch.graph,
+            batch.node_mask,
+            batch.graph_mask,
+            batch.config_features,
+            batch.config_mask,
+            dropout_key=dropout_key,
+        )
         per_kernel = self._loss_fn(scores, batch.targets, where=batch.config_mask)
         return jnp.sum(jnp.where(batch.graph_mask, per_kernel, 0.0)), jnp.sum(batch.graph_mask)
 
     def metadata(self) -> dict[str, Any]:
-        return {"task": self.name, "loss": self.loss_name, "max_configs": self.max_configs,
-                "features": self.dataset.features.to_dict(),
-                "norm": {"mean": self.norm.mean, "std": self.norm.std},
-                "config_feature_names": list(self.dataset.config_feature_names),
-                "source": self.dataset.source}
+        return {
+            "task": self.name,
+            "loss": self.loss_name,
+            "max_configs": self.max_configs,
+            "features": self.dataset.features.to_dict(),
+            "norm": {"mean": self.norm.mean, "std": self.norm.std},
+            "config_feature_names": list(self.dataset.config_feature_names),
+            "source": self.dataset.source,
+        }
 
 
-def tile_model_config(dataset: tile_data.TileDataset, base: ModelConfig | None = None,
-                      config_join: str = "late") -> ModelConfig:
+def tile_model_config(
+    dataset: tile_data.TileDataset, base: ModelConfig | None = None, config_join: str = "late"
+) -> ModelConfig:
     """A GraphSAGE `ModelConfig` whose feature spec matches ``dataset`` (node and config features)."""
     base = base or ModelConfig(hidden=64, num_layers=3)
     return dataclasses.replace(base, kind="gnn", features=dataset.features, config_join=config_join)
@@ -202,8 +227,12 @@ def _scores_jit(model: nnx.Module, batch: TileBatch) -> jax.Array:
     return model(batch.graph, batch.node_mask, batch.graph_mask, batch.config_features, batch.config_mask)
 
 
-def predict_scores(model: nnx.Module, graphs: Sequence[features.KernelGraph], config_rows: Sequence[np.ndarray],
-                   chunk: int = 64) -> list[np.ndarray]:
+def predict_scores(
+    model: nnx.Module,
+    graphs: Sequence[features.KernelGraph],
+    config_rows: Sequence[np.ndarray],
+    chunk: int = 64,
+) -> list[np.ndarray]:
     """Cost scores (lower = predicted faster), one float64[C_g] per kernel, for every configuration.
 
     Each kernel is scored alone, its configurations in chunks of ``chunk`` (padded to a bucket),
@@ -214,14 +243,21 @@ def predict_scores(model: nnx.Module, graphs: Sequence[features.KernelGraph], co
         parts = []
         for start in range(0, len(rows), chunk):
             r = np.asarray(rows[start : start + chunk], np.float32)
-            batch = _padded_batch([graph], [r], [np.zeros(len(r), np.float32)], features.shared_buckets([[graph]]),
-                                  _config_bucket(len(r)))
+            batch = _padded_batch(
+                [graph],
+                [r],
+                [np.zeros(len(r), np.float32)],
+                features.shared_buckets([[graph]]),
+                _config_bucket(len(r)),
+            )
             parts.append(np.asarray(_scores_jit(model, batch))[0, : len(r)])
         out.append(np.concatenate(parts).astype(np.float64))
     return out
 
 
-def dataset_scores(model: nnx.Module, dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+def dataset_scores(
+    model: nnx.Module, dataset: tile_data.TileDataset, part: Sequence[int]
+) -> list[np.ndarray]:
     """`predict_scores` for the kernels ``part`` of a data set (every configuration of each)."""
     part = [int(i) for i in part]
     return predict_scores(model, [dataset.graph(i) for i in part], [dataset.config_features(i) for i in part])
@@ -252,17 +288,31 @@ def load_tile_model(path: str | os.PathLike | None = None) -> tuple[nnx.Module, 
     return saved.model, saved.meta
 
 
-def train_tile_model(dataset: tile_data.TileDataset, split: Split, loss: str, workdir: str | os.PathLike,
-                     config: train.TrainConfig | None = None, progress: bool = True) -> train.TrainResult:
+def train_tile_model(
+    dataset: tile_data.TileDataset,
+    split: Split,
+    loss: str,
+    workdir: str | os.PathLike,
+    config: train.TrainConfig | None = None,
+    progress: bool = True,
+) -> train.TrainResult:
     """Train one tile model with ``loss`` on ``split.train`` (early stopping on ``split.val``)."""
-    config = config or train.TrainConfig(model=tile_model_config(dataset), batch_size=16, epochs=40, patience=8)
+    config = config or train.TrainConfig(
+        model=tile_model_config(dataset), batch_size=16, epochs=40, patience=8
+    )
     task = TileTask.fit(dataset, split.train, loss_name=loss)
     return train.train_and_evaluate(task, config, split.train, split.val, workdir=workdir, progress=progress)
 
 
-def train_tile_models(dataset: tile_data.TileDataset, split_name: str, out_dir: str | os.PathLike,
-                      loss_names: Sequence[str] = LOSS_NAMES, config: train.TrainConfig | None = None,
-                      seed: int = 0, progress: bool = True) -> dict[str, dict[str, Any]]:
+def train_tile_models(
+    dataset: tile_data.TileDataset,
+    split_name: str,
+    out_dir: str | os.PathLike,
+    loss_names: Sequence[str] = LOSS_NAMES,
+    config: train.TrainConfig | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, dict[str, Any]]:
     """Train one model per loss on one split, each in the workdir ``out_dir/tile-<split>-<loss>``
     (best model in its ``best/``; a killed run resumes there).
 
@@ -272,25 +322,41 @@ def train_tile_models(dataset: tile_data.TileDataset, split_name: str, out_dir: 
     report = {}
     for loss in loss_names:
         t0 = time.perf_counter()
-        res = train_tile_model(dataset, split, loss, Path(out_dir) / f"tile-{split_name}-{loss}", config, progress)
-        report[loss] = {"seconds": time.perf_counter() - t0, "best_epoch": res.best_epoch,
-                        "best_val_loss": res.best_val_loss}
+        res = train_tile_model(
+            dataset, split, loss, Path(out_dir) / f"tile-{split_name}-{loss}", config, progress
+        )
+        report[loss] = {
+            "seconds": time.perf_counter() - t0,
+            "best_epoch": res.best_epoch,
+            "best_val_loss": res.best_val_loss,
+        }
     return report
 
 
 def analytical_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
     """The analytical tile model's runtime estimates (ns) for every configuration of the kernels ``part``."""
     model = analytical.AnalyticalTileModel()
-    return [model.predict_ns(str(dataset.family[i]), tiles.parse_problem_shape(str(dataset.family[i]), str(dataset.shape[i])),
-                             str(dataset.dtype[i]), dataset.configs(int(i))) for i in part]
+    return [
+        model.predict_ns(
+            str(dataset.family[i]),
+            tiles.parse_problem_shape(str(dataset.family[i]), str(dataset.shape[i])),
+            str(dataset.dtype[i]),
+            dataset.configs(int(i)),
+        )
+        for i in part
+    ]
 
 
 #: Table 3 row name of the model trained with each loss (`tpucost.losses.LOSSES`).
 MODEL_NAMES: dict[str, str] = {name: loss.model_name for name, loss in losses.LOSSES.items()}
 
 
-def evaluate_tile_models(dataset: tile_data.TileDataset, split_name: str, model_root: str | os.PathLike | None = None,
-                         seed: int = 0) -> dict[str, Any]:
+def evaluate_tile_models(
+    dataset: tile_data.TileDataset,
+    split_name: str,
+    model_root: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Table 3 on the TEST kernels of one split: `tpucost.evaluate.ranking_metrics` of every tile
     model ``model_root/tile-<split>-<loss>`` there is (default root: the bundled checkpoints), named
     by `MODEL_NAMES`; the analytical tile model (tpucost data only); and a random ranking (seeded).
@@ -306,8 +372,10 @@ def evaluate_tile_models(dataset: tile_data.TileDataset, split_name: str, model_
             model, _ = load_tile_model(path)
             out[name] = evaluate.ranking_metrics(dataset_scores(model, dataset, test), runtimes)
     if not out:
-        raise ValueError(f"no tile models (tile-{split_name}-<loss> folders) in {root}; train them with "
-                         f"`python -m tpucost train --task tile --split {split_name} --out {root}`")
+        raise ValueError(
+            f"no tile models (tile-{split_name}-<loss> folders) in {root}; train them with "
+            f"`python -m tpucost train --task tile --split {split_name} --out {root}`"
+        )
     if dataset.source == "tpucost":
         out["analytical"] = evaluate.ranking_metrics(analytical_scores(dataset, test), runtimes)
     rng = np.random.default_rng(seed)
@@ -326,9 +394,15 @@ def runtime_ns(meta: dict[str, Any], scores: np.ndarray) -> np.ndarray:
     return np.exp(TargetNorm.from_dict(meta["norm"]).decode(scores))
 
 
-def suggest_tiles(family: str, shape: Sequence[int], dtype: str = "float32", top: int = 5,
-                  model_dir: str | os.PathLike | None = None, runtime_model_dir: str | os.PathLike | None = None,
-                  backend: str | None = None) -> list[dict[str, Any]]:
+def suggest_tiles(
+    family: str,
+    shape: Sequence[int],
+    dtype: str = "float32",
+    top: int = 5,
+    model_dir: str | os.PathLike | None = None,
+    runtime_model_dir: str | os.PathLike | None = None,
+    backend: str | None = None,
+) -> list[dict[str, Any]]:
     """The ``top`` legal configurations of a new kernel by the tile model's score, best first.
 
     Returns ``[{"config": {...}, "score": float, "predicted_ns": float | None}]``. The order comes
@@ -346,18 +420,32 @@ def suggest_tiles(family: str, shape: Sequence[int], dtype: str = "float32", top
     rows = np.stack([tiles.config_features(family, shape, dtype, c) for c in configs])
     scores = predict_scores(model, [graph], [rows])[0]
     predicted: np.ndarray | None = runtime_ns(meta, scores) if predicts_runtimes(meta) else None
-    runtime_dir = (Path(runtime_model_dir) if runtime_model_dir
-                   else default_tile_model_dir("random", losses.regression_loss_name()))
+    runtime_dir = (
+        Path(runtime_model_dir)
+        if runtime_model_dir
+        else default_tile_model_dir("random", losses.regression_loss_name())
+    )
     if predicted is None and runtime_dir.is_dir():
         runtime_model, runtime_meta = load_tile_model(runtime_dir)
         predicted = runtime_ns(runtime_meta, predict_scores(runtime_model, [graph], [rows])[0])
     order = np.argsort(scores, kind="stable")[: max(int(top), 1)]
-    return [{"config": configs[i], "score": float(scores[i]),
-             "predicted_ns": None if predicted is None else float(predicted[i])} for i in order]
+    return [
+        {
+            "config": configs[i],
+            "score": float(scores[i]),
+            "predicted_ns": None if predicted is None else float(predicted[i]),
+        }
+        for i in order
+    ]
 
 
-def seed_spread(dataset: tile_data.TileDataset, seeds: Sequence[int], out: str | os.PathLike | None = None,
-                config: train.TrainConfig | None = None, progress: bool = True) -> dict[str, Any]:
+def seed_spread(
+    dataset: tile_data.TileDataset,
+    seeds: Sequence[int],
+    out: str | os.PathLike | None = None,
+    config: train.TrainConfig | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Tile models of every loss on several random splits: is the rank loss's advantage larger than
     the spread between splits?
 
@@ -378,8 +466,11 @@ def seed_spread(dataset: tile_data.TileDataset, seeds: Sequence[int], out: str |
     for name in runs[0]["results"] if runs else []:
         for metric in ("kendall_mean", "top1", "top5", "top10"):
             values = [r["results"][name][metric] for r in runs]
-            summary.setdefault(name, {})[metric] = {"mean": float(np.mean(values)), "min": float(np.min(values)),
-                                                    "max": float(np.max(values))}
+            summary.setdefault(name, {})[metric] = {
+                "mean": float(np.mean(values)),
+                "min": float(np.min(values)),
+                "max": float(np.max(values)),
+            }
         summary[name]["test_kernels"] = int(sum(r["results"][name]["n_kernels"] for r in runs))
     report = {"data": str(dataset.root), "split": "random", "runs": runs, "summary": summary}
     if out is not None:
@@ -396,7 +487,15 @@ def seed_summary(path: str | os.PathLike | None = None) -> Any:
         return None
     report = read_json_object(path)
     seeds = [r["split_seed"] for r in report["runs"]]
-    return pd.DataFrame({name: {"Kendall mean": m["kendall_mean"]["mean"], "Kendall min": m["kendall_mean"]["min"],
-                                "Kendall max": m["kendall_mean"]["max"], "top1 % (mean)": 100 * m["top1"]["mean"],
-                                "test kernels (all splits)": m["test_kernels"]}
-                         for name, m in report["summary"].items()}).T.rename_axis(f"random splits {seeds}")
+    return pd.DataFrame(
+        {
+            name: {
+                "Kendall mean": m["kendall_mean"]["mean"],
+                "Kendall min": m["kendall_mean"]["min"],
+                "Kendall max": m["kendall_mean"]["max"],
+                "top1 % (mean)": 100 * m["top1"]["mean"],
+                "test kernels (all splits)": m["test_kernels"],
+            }
+            for name, m in report["summary"].items()
+        }
+    ).T.rename_axis(f"random splits {seeds}")

@@ -162,7 +162,6 @@ SUPPORTED_DTYPES = ("float32", "bfloat16")
 MAX_KEYS = 4
 
 
-
 def interpret_mode(backend: str | None = None) -> bool:
     """Whether `build` runs ``pallas_call`` in interpret mode on `backend` (True on CPU and GPU)."""
     return backends.backend(backend).pallas_interpret

@@ -1,0 +1,55 @@
+"""What every command shares: JSON or table output, one-line errors, argument types, the label mode."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from tpucost import (
+    device,
+)
+
+
+def emit(result: dict, as_json: bool, print_table: Callable[[dict], None]) -> int:
+    """Print a command's result as JSON or as its readable table; exit code 0."""
+    if as_json:
+        print(json.dumps(result, indent=1))
+    else:
+        print_table(result)
+    return 0
+
+
+def fail(err: BaseException) -> int:
+    print(f"error: {err}", file=sys.stderr)
+    return 2
+
+
+def shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> ``(I, N)``."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected I/N, e.g. 0/2, got {text!r}") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"need 0 <= I < N, got {text!r}")
+    return i, n
+
+
+def names(text: str) -> list[str]:
+    return [x for x in text.split(",") if x]
+
+
+def label_mode(args: argparse.Namespace) -> None:
+    """Pin to one core (tpucost.device's label mode) unless ``--all-cores``; before JAX starts."""
+    if not args.all_cores:
+        device.pin_to_one_core()
+
+
+def all_cores_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--all-cores",
+        action="store_true",
+        help="measure on every core instead of one (kernels may overlap; labels may not add up)",
+    )

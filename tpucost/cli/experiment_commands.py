@@ -1,0 +1,74 @@
+"""``experiment ...``: the experiments behind the bundled results (hyperparameter search, tile seeds, tables)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tpucost.cli.common import fail, names
+from tpucost.cli.kernel_commands import kernel_dataset
+from tpucost.cli.tile_commands import tile_dataset
+from tpucost.tasks import kernel
+from tpucost.tasks import tile as tile_task
+
+
+def cmd_hparam_search(args: argparse.Namespace) -> int:
+    try:
+        result = kernel.hparam_search(
+            kernel_dataset(args.data), args.out, args.trials, args.epochs, progress=not args.no_progress
+        )
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    for t in result["trials"]:
+        print(
+            f"{t['trial']}: val MAPE >= 5 us {t['val_mape_ge5us']:.1f}%, Kendall {t['val_kendall_median']:.3f}, "
+            f"{t['epochs_run']} epochs, {t['seconds']:.0f} s"
+        )
+    print(f"winner (validation programs, not test): {result['winner']}; written to {args.out}")
+    return 0
+
+
+def cmd_tile_seeds(args: argparse.Namespace) -> int:
+    try:
+        report = tile_task.seed_spread(
+            tile_dataset(args), args.seeds, args.out, progress=not args.no_progress
+        )
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    print(json.dumps(report["summary"], indent=1))
+    return 0
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    print(kernel.markdown_tables(args.dir), end="")
+    return 0
+
+
+def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
+    e = sub.add_parser("experiment", help="the experiments behind the bundled results").add_subparsers(
+        dest="experiment_command", required=True
+    )
+    p = e.add_parser(
+        "hparam-search", help="kernel models: hyperparameter search scored on VALIDATION programs"
+    )
+    p.add_argument("--out", required=True, help="results JSON (resumed when it exists)")
+    p.add_argument("--data", default=None, help="data folder (default: the bundled data set)")
+    p.add_argument(
+        "--trials", type=names, default=None, help=f"comma-separated of {','.join(kernel.HPARAM_TRIALS)}"
+    )
+    p.add_argument("--epochs", type=int, default=12, help="epochs per trial (early stopping on validation)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_hparam_search)
+    p = e.add_parser(
+        "tile-seeds", help="tile models of every loss on several random splits: the spread of Table 3"
+    )
+    p.add_argument("--data", default=None)
+    p.add_argument("--seeds", type=lambda t: [int(x) for x in names(t)], default=[0, 1, 2])
+    p.add_argument("--out", default=None, help="write the report JSON here")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_tile_seeds)
+    p = e.add_parser(
+        "tables", help="Markdown tables of a checkpoint folder's results (default: the bundled ones)"
+    )
+    p.add_argument("dir", nargs="?", default=None)
+    p.set_defaults(func=cmd_tables)

@@ -1,0 +1,489 @@
+"""The kernel task's commands: ``hlo``, ``collect``, ``data ...``, ``train``, ``evaluate``, ``predict``, ``calibrate``
+(each hands ``--task tile`` to `tpucost.cli.tile_commands`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from tpucost import (
+    calibration,
+    costmodel,
+    device,
+    evaluate,
+    hlo,
+    kernels,
+    losses,
+    train,
+)
+from tpucost.cli.common import all_cores_flag, emit, label_mode, names, shard
+from tpucost.cli.tile_commands import cmd_collect_tiles, cmd_evaluate_tiles, cmd_tile_noise, cmd_train_tiles
+from tpucost.data import additivity, kernel_collection
+from tpucost.data import kernel as kernel_data
+from tpucost.tasks import kernel
+
+
+def _hlo_summary(path: Path) -> dict:
+    """What `hlo FILE --json` prints: module name, counts and one row per kernel."""
+    module = hlo.parse_module(path.read_text(encoding="utf-8", errors="replace"), source=str(path))
+    return {
+        "name": module.name,
+        "computations": len(module.computations),
+        "instructions": module.num_instructions,
+        "kernels": [
+            {"name": k.name, "opcode": k.opcode, "nodes": k.num_nodes, "edges": k.num_edges}
+            for k in kernels.decompose(module)
+        ],
+    }
+
+
+def _print_hlo_table(summary: dict) -> None:
+    print(
+        f"module {summary['name']}: {summary['computations']} computations, "
+        f"{summary['instructions']} instructions, {len(summary['kernels'])} kernels"
+    )
+    width = max([len(k["name"]) for k in summary["kernels"]] + [6])
+    print(f"{'kernel':<{width}}  {'opcode':<20} {'nodes':>5} {'edges':>5}")
+    for k in summary["kernels"]:
+        print(f"{k['name']:<{width}}  {k['opcode']:<20} {k['nodes']:>5} {k['edges']:>5}")
+
+
+def cmd_hlo(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    try:
+        summary = _hlo_summary(path)
+    except OSError as err:
+        print(f"{path}: cannot read: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except hlo.HloParseError as err:
+        print(f"error: {err}", file=sys.stderr)  # file:line:column: message
+        return 2
+    return emit(summary, args.json, _print_hlo_table)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    if args.task == "tile":
+        return cmd_collect_tiles(args)
+    try:
+        label_mode(args)
+        summary = kernel_collection.collect(
+            args.out,
+            args.programs,
+            args.seed,
+            shard=args.shard,
+            resume=args.resume,
+            repeats=args.repeats,
+            configurations=args.configs,
+            progress=not args.no_progress,
+            families=args.families,
+            do_finalize=not args.no_finalize,
+            max_load=args.max_load,
+        )
+    except (FileExistsError, ValueError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary))
+    return 0
+
+
+def cmd_data_merge(args: argparse.Namespace) -> int:
+    try:
+        ds = kernel_collection.merge(args.parts, args.out, allow_mixed_devices=args.allow_mixed_devices)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"{args.out}: {len(ds)} kernels from {len(args.parts)} folders")
+    return 0
+
+
+def _print_stats(s: dict) -> None:
+    print(f"{s['kernels']} kernels ({s['occurrences']} occurrences) from {s['programs']} programs")
+    print("families:       " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_family"].items()))
+    print("configurations: " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_configuration"].items()))
+    q = s["runtime_ns_quantiles"]
+    print("runtime ns:     " + ", ".join(f"q{k} {v:.4g}" for k, v in q.items() if v is not None))
+    print(
+        f"noise:          median rel {s['noise_median_rel']}, p90 rel {s['noise_p90_rel']} "
+        f"(kernels >= 5 us: {s['noise_median_rel_ge5us']}, {s['noise_p90_rel_ge5us']})"
+    )
+    print(f"device:         {device.describe(s['device'])}")
+
+
+def cmd_data_stats(args: argparse.Namespace) -> int:
+    try:
+        s = kernel_data.stats(kernel_data.load_kernel_dataset(args.dir))
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return emit(s, args.json, _print_stats)
+
+
+def add_data_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "collect", help="measure corpus programs (or, --task tile, Pallas kernels) into a data set"
+    )
+    p.add_argument("--task", choices=("kernel", "tile"), default="kernel")
+    p.add_argument("--out", required=True, help="output folder (parts/, log.jsonl, shards)")
+    p.add_argument(
+        "--problems", type=int, default=210, help="tile task: problems (family x shape; default 210)"
+    )
+    p.add_argument(
+        "--max-configs", type=int, default=16, help="tile task: configurations measured per problem"
+    )
+    p.add_argument("--programs", type=int, default=39, help="number of corpus programs (default 39)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shard", type=shard, default=(0, 1), help="I/N: programs with index %% N == I")
+    p.add_argument("--resume", action="store_true", help="skip what log.jsonl reports done")
+    p.add_argument("--repeats", type=int, default=5, help="traced runs per program (label = min)")
+    p.add_argument("--families", type=names, default=None, help="comma-separated families only")
+    p.add_argument("--configs", type=names, default=None, help="comma-separated configurations only")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-finalize", action="store_true", help="write parts only (merge them later)")
+    p.add_argument(
+        "--max-load",
+        type=float,
+        default=None,
+        help="pause while the 1-minute load average is above this (e.g. 1.5: measure on a quiet machine)",
+    )
+    all_cores_flag(p)
+    p.set_defaults(func=cmd_collect)
+    d = sub.add_parser("data", help="kernel data set tools").add_subparsers(
+        dest="data_command", required=True
+    )
+    p = d.add_parser("merge", help="deduplicate collect folders into one data set")
+    p.add_argument("--out", required=True)
+    p.add_argument("parts", nargs="+", metavar="PART_DIR")
+    p.add_argument(
+        "--allow-mixed-devices",
+        action="store_true",
+        help="merge folders measured on different devices (their labels are not comparable)",
+    )
+    p.set_defaults(func=cmd_data_merge)
+    p = d.add_parser("stats", help="summary of a data set")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        default=None,
+        help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_data_stats)
+    p = d.add_parser("noise", help="re-measure a sample of kernels: the label noise floor")
+    p.add_argument("--task", choices=("kernel", "tile"), default="kernel")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        default=None,
+        help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)",
+    )
+    p.add_argument("--sample", type=int, default=200, help="kernels to re-measure")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+    all_cores_flag(p)
+    p.set_defaults(func=cmd_data_noise)
+    p = d.add_parser("additivity", help="sum of kernel labels / program wall time, over a collect log")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        default=None,
+        help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_data_additivity)
+
+
+def cmd_data_additivity(args: argparse.Namespace) -> int:
+    table = additivity.additivity_table(args.dir)
+    if table.empty:
+        print(
+            f"error: no measured programs in the log of {args.dir or 'the bundled data set'}", file=sys.stderr
+        )
+        return 2
+    return emit(additivity.additivity_summary(table), args.json, _print_additivity)
+
+
+def _print_additivity(s: dict) -> None:
+    for label, part in (("all pairs", s), ("pairs >= 1 ms", s["pairs_ge_1ms"])):
+        if not part.get("pairs"):
+            print(f"{label}: none")
+            continue
+        print(
+            f"{label}: {part['pairs']}, summed labels / wall time median {part['median']:.2f} "
+            f"(p10 {part['p10']:.2f}, p90 {part['p90']:.2f}, max {part['max']:.2f}); "
+            f"{100 * part['within_0.8_1.1']:.0f}% within 0.8-1.1, {100 * part['above_1.1']:.0f}% above 1.1"
+        )
+    print(
+        f"dispatch overhead per kernel (median of (wall - summed labels) / kernels): {s['dispatch_ns_per_kernel']:.0f} ns"
+    )
+    for reason, n in s["outside_by_reason"].items():
+        print(f"  {n} pairs outside 0.8-1.1: {reason}")
+
+
+def cmd_data_noise(args: argparse.Namespace) -> int:
+    if args.task == "tile":
+        return cmd_tile_noise(args)
+    try:
+        label_mode(args)
+        result = kernel_collection.measure_noise(
+            args.dir, args.sample, args.seed, progress=not args.no_progress
+        )
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
+    return 0
+
+
+def kernel_dataset(path: str | None):
+    return kernel_data.load_kernel_dataset(path)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+
+    if args.task == "tile":
+        return cmd_train_tiles(args)
+    config = train.TrainConfig.smoke() if args.smoke else train.TrainConfig()
+    if args.epochs is not None:
+        config = dataclasses.replace(config, epochs=args.epochs)
+    if args.hidden is not None:
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=args.hidden))
+    out = args.out or str(costmodel.default_model_dir(args.split))
+    try:
+        ds = kernel_dataset(args.data)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    report = kernel.run_experiment(
+        ds, args.split, out, config, methods=args.methods, progress=not args.no_progress, data_dir=args.data
+    )
+    print(
+        json.dumps(
+            {
+                "out": out,
+                "train_seconds": report["train_seconds"],
+                **{m: _summary(r) for m, r in report["results"].items()},
+            },
+            indent=1,
+        )
+    )
+    return 0
+
+
+def _headline(result: dict) -> dict:
+    keys = ("mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs")
+    return {k: result.get(k) for k in keys}
+
+
+def _summary(result: dict) -> dict:
+    """The headline of all test-program rows, ``"unseen"`` (test kernels only), ``"n_programs_by_family"``."""
+    return {
+        **_headline(result),
+        "unseen": _headline(result.get("unseen", {})),
+        "n_programs_by_family": result.get("n_programs_by_family", {}),
+    }
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+
+    if args.task == "tile":
+        return cmd_evaluate_tiles(args)
+    model_dir = args.model or str(costmodel.default_model_dir(args.split))
+    try:
+        dataset = kernel_dataset(args.data)
+        results = kernel.evaluate_methods(model_dir, dataset, args.split)
+        summary = {m: _summary(r) for m, r in results.items()}
+        if args.totals:
+            parts = kernel_data.split(dataset, args.split)
+            for method in summary:
+                model = costmodel.CostModel.load(model_dir, method, calibrated=False)
+                summary[method]["program_totals"] = kernel.program_totals(
+                    model, dataset.root, parts.test_ids, limit=args.totals, progress=not args.json
+                )
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return emit(summary, args.json, _print_table2)
+
+
+def _print_table2(summary: dict) -> None:
+    print("All kernels the test programs ran (kernels = (program, kernel) rows):")
+    print(evaluate.comparison_table(summary).to_string())
+    print("\nUnseen: only the test kernels, never seen in training:")
+    print(evaluate.comparison_table({m: r["unseen"] for m, r in summary.items()}).to_string())
+    by_family = next(iter(summary.values()), {}).get("n_programs_by_family", {})
+    print("\ntest programs per family: " + ", ".join(f"{f} {n}" for f, n in by_family.items()))
+    for method, r in summary.items():
+        t = r.get("program_totals")
+        if t and t.get("pairs"):
+            print(
+                f"{method}: program totals (kernels + dispatch) / measured wall time, {t['pairs']} test programs "
+                f">= 1 ms: median {t['median_ratio']:.2f}, median error {t['median_ape']:.1f}%, "
+                f"{100 * t['within_10pct']:.0f}% within 10% (kernels alone: median {t['median_ratio_kernels_only']:.2f})"
+            )
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    try:
+        model = costmodel.CostModel.load(args.model, args.method)
+        estimate = model.predict_hlo(path.read_text(encoding="utf-8", errors="replace"), source=str(path))
+    except OSError as err:
+        print(f"{path}: cannot read: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except (hlo.HloParseError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    result = {
+        "kernels": [{"name": k["name"], "predicted_ns": k["predicted_ns"]} for k in estimate.kernels],
+        "kernels_ns": estimate.kernels_ns,
+        "dispatch_ns": estimate.dispatch_ns,
+        "total_ns": estimate.total_ns,
+    }
+    return emit(result, args.json, _print_prediction)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    if args.show_bundled:
+        rows = calibration.compiler_summary(calibration.bundled_reports())
+        return emit({"rows": rows}, args.json, _print_compiler_summary)
+    try:
+        label_mode(args)
+        model = costmodel.CostModel.load(args.model, args.method, calibrated=False)
+        report = model.calibrate(args.programs, args.repeats, progress=not args.no_progress)
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return emit(report, args.json, _print_calibration)
+
+
+def _print_compiler_summary(result: dict) -> None:
+    print(
+        "the bundled GNN calibrated under each tested jaxlib: median APE (%) on the calibration kernels, "
+        "range over runs"
+    )
+    print(
+        f"{'device':<14}{'cpu':<30}{'jaxlib':<9}{'runs':>5}{'kernels':>9}  {'raw':>11}  {'corrected':>11}  kept"
+    )
+    for r in result["rows"]:
+        print(
+            f"{r['device']:<14}{str(r['cpu_model'])[:29]:<30}{r['jaxlib']:<9}{r['runs']:>5}{r['kernels']:>9}  "
+            f"{r['before_min']:5.1f}-{r['before_max']:<5.1f}  {r['after_min']:5.1f}-{r['after_max']:<5.1f}  "
+            f"{', '.join(r['modes'])}"
+        )
+
+
+def _print_calibration(r: dict) -> None:
+    print(
+        f"calibrated the {r['method']} model on {device.describe(r['device'])} "
+        f"({r['kernels']} kernels of {r['programs']} programs, {r['seconds']:.0f} s)"
+    )
+    print(
+        f"median APE on the calibration kernels: {r['median_ape_before']:.1f}% before, "
+        f"{r['median_ape_after']:.1f}% after (each half corrected by offsets fitted on the other)"
+    )
+    print(
+        "correction: "
+        + {
+            "per_kind": "one offset per kernel kind",
+            "global": "one offset for all kernels",
+            "none": "none (no correction beat the raw model)",
+        }[r["mode"]]
+        + " | cross-fitted median APE per choice: "
+        + ", ".join(f"{m} {v:.1f}%" for m, v in r["modes"].items())
+    )
+    dispatch = r["correction"].get("dispatch_ns_per_kernel")
+    if dispatch is not None:
+        print(f"dispatch overhead per kernel on this device: {dispatch:.0f} ns (added to program totals)")
+    print(f"stored in {r['path']}; CostModel.load and predict apply it on this device")
+
+
+def _print_prediction(result: dict) -> None:
+    for k in result["kernels"]:
+        print(f"{k['name']:<40} {k['predicted_ns'] / 1e3:>12.2f} us")
+    print(f"{'kernels (each x calls per run)':<40} {result['kernels_ns'] / 1e3:>12.2f} us")
+    print(f"{'dispatch overhead':<40} {result['dispatch_ns'] / 1e3:>12.2f} us")
+    print(f"{'total':<40} {result['total_ns'] / 1e3:>12.2f} us")
+
+
+def add_model_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train the kernel cost models (or, --task tile, the tile models)")
+    p.add_argument(
+        "--task", choices=("kernel", "tile"), default="kernel", help="kernel (runtime) or tile (ranking) task"
+    )
+    p.add_argument(
+        "--losses",
+        type=names,
+        default=None,
+        help=f"tile task: comma-separated losses of {','.join(losses.LOSSES)}",
+    )
+    p.add_argument(
+        "--tpugraphs", default=None, help="tile task: train on the published TpuGraphs tile files in DIR"
+    )
+    p.add_argument(
+        "--data",
+        default=None,
+        help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)",
+    )
+    p.add_argument("--split", choices=("random", "hard"), default="random")
+    p.add_argument(
+        "--out", default=None, help="output folder (default: the bundled checkpoints/kernel-<split>)"
+    )
+    p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default 80, early stopping)")
+    p.add_argument("--hidden", type=int, default=None, help="node embedding / LSTM state width (default 64)")
+    p.add_argument(
+        "--methods",
+        type=names,
+        default=("gnn", "lstm", "analytical"),
+        help="comma-separated subset of gnn,lstm,analytical",
+    )
+    p.add_argument("--smoke", action="store_true", help="tiny model and few epochs (tests, CI)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_train)
+    p = sub.add_parser("evaluate", help="evaluate trained models on a split's test part")
+    p.add_argument("--task", choices=("kernel", "tile"), default="kernel")
+    p.add_argument(
+        "--tpugraphs", default=None, help="tile task: evaluate on the published TpuGraphs tile files in DIR"
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="model folder (default: bundled checkpoints of --split; --task tile: the folder holding tile-<split>-<loss>)",
+    )
+    p.add_argument("--data", default=None)
+    p.add_argument("--split", choices=("random", "hard"), default="random")
+    p.add_argument(
+        "--totals",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also predict N test programs (>= 1 ms) whole, compiled, against their measured wall time",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_evaluate)
+    p = sub.add_parser("predict", help="predict kernel runtimes of an optimized HLO file")
+    p.add_argument("file")
+    p.add_argument("--model", default=None, help="model folder (default: bundled random-split checkpoints)")
+    p.add_argument("--method", choices=("gnn", "lstm", "analytical"), default="gnn")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_predict)
+    p = sub.add_parser(
+        "calibrate", help="fit a model's correction for this device (measures calibration programs)"
+    )
+    p.add_argument("--model", default=None, help="model folder (default: bundled random-split checkpoints)")
+    p.add_argument("--method", choices=("gnn", "lstm", "analytical"), default="gnn")
+    p.add_argument(
+        "--programs", type=int, default=26, help="calibration programs (default 26: each family twice)"
+    )
+    p.add_argument("--repeats", type=int, default=10, help="traced runs per program (label = min)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--show-bundled",
+        action="store_true",
+        help="measure nothing: summarise the bundled calibrations (one host, each tested jaxlib)",
+    )
+    all_cores_flag(p)
+    p.set_defaults(func=cmd_calibrate)

@@ -1,0 +1,159 @@
+"""The tile task's commands: ``collect --task tile``, ``data noise --task tile``, ``train/evaluate --task
+tile``, ``suggest-tiles``, ``measure-tiles``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from collections.abc import Callable
+
+from tpucost import (
+    checkpoint,
+    tiles,
+    train,
+)
+from tpucost.cli.common import all_cores_flag, emit, fail, label_mode
+from tpucost.data import tile as tile_data
+from tpucost.data import tile_collection
+from tpucost.tasks import tile as tile_task
+
+
+def cmd_collect_tiles(args: argparse.Namespace) -> int:
+    try:
+        label_mode(args)
+        ds = tile_collection.collect_tiles(
+            args.out,
+            args.problems,
+            args.seed,
+            shard=args.shard,
+            families=args.families,
+            max_configs=args.max_configs,
+            repeats=args.repeats,
+            progress=not args.no_progress,
+            max_load=args.max_load,
+        )
+    except (FileExistsError, ValueError, RuntimeError) as err:
+        return fail(err)
+    print(json.dumps({"out": args.out, "problems": len(ds), "configs": int(sum(ds.configs_per_problem))}))
+    return 0
+
+
+def cmd_tile_noise(args: argparse.Namespace) -> int:
+    try:
+        label_mode(args)
+        report = tile_collection.measure_tile_noise(
+            args.dir or tile_data.default_tiles_dir(), args.sample, args.seed, progress=not args.no_progress
+        )
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        return fail(err)
+    print(json.dumps({k: v for k, v in report.items() if k != "problems"}, indent=1))
+    return 0
+
+
+def tile_dataset(args: argparse.Namespace):
+    if getattr(args, "tpugraphs", None):
+        return tile_data.from_tpugraphs(args.tpugraphs)
+    return tile_data.load_tile_dataset(args.data)
+
+
+def cmd_train_tiles(args: argparse.Namespace) -> int:
+
+    try:
+        ds = tile_dataset(args)
+        config = train.TrainConfig(
+            model=tile_task.tile_model_config(ds), batch_size=16, epochs=args.epochs or 40, patience=8
+        )
+        if args.hidden is not None:
+            config = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=args.hidden))
+        if args.smoke:
+            config = dataclasses.replace(config, epochs=2, model=dataclasses.replace(config.model, hidden=16))
+        out = args.out or str(checkpoint.bundled_checkpoints_dir())
+        report = tile_task.train_tile_models(
+            ds, args.split, out, args.losses or tile_task.LOSS_NAMES, config, progress=not args.no_progress
+        )
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    print(json.dumps({"out": out, "split": args.split, "losses": report}, indent=1))
+    return 0
+
+
+def cmd_evaluate_tiles(args: argparse.Namespace) -> int:
+    try:
+        ds = tile_dataset(args)
+        results = tile_task.evaluate_tile_models(ds, args.split, args.model)
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    return emit(results, args.json, _print_table3)
+
+
+def _print_table3(results: dict) -> None:
+    print(f"{'model':<22} {'Kendall tau':>12} {'top-1':>8} {'top-5':>8} {'top-10':>8} {'kernels':>8}")
+    for name, r in results.items():
+        print(
+            f"{name:<22} {r['kendall_mean']:>12.3f} {100 * r['top1']:>7.1f}% {100 * r['top5']:>7.1f}% "
+            f"{100 * r['top10']:>7.1f}% {r['n_kernels']:>8}"
+        )
+
+
+def _shape_arg(args: argparse.Namespace) -> tuple[int, ...]:
+    return tiles.parse_problem_shape(args.family, args.shape)
+
+
+def cmd_suggest_tiles(args: argparse.Namespace) -> int:
+    try:
+        shape = _shape_arg(args)
+        suggestions = tile_task.suggest_tiles(args.family, shape, args.dtype, args.top, args.model)
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    result = {"family": args.family, "shape": list(shape), "dtype": args.dtype, "suggestions": suggestions}
+    return emit(result, args.json, _print_configs("suggestions", "predicted_ns"))
+
+
+def cmd_measure_tiles(args: argparse.Namespace) -> int:
+    try:
+        label_mode(args)
+        shape = _shape_arg(args)
+        configs = tiles.legal_configs(args.family, shape, args.dtype)
+        runtimes = tiles.measure_configs(args.family, shape, args.dtype, configs, repeats=args.repeats)
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    rows = sorted(
+        ({"config": c, "runtime_ns": t} for c, t in zip(configs, runtimes, strict=True)),
+        key=lambda r: r["runtime_ns"],
+    )
+    result = {"family": args.family, "shape": list(shape), "dtype": args.dtype, "measurements": rows}
+    return emit(result, args.json, _print_configs("measurements", "runtime_ns"))
+
+
+def _print_configs(key: str, value: str) -> Callable[[dict], None]:
+    def show(result: dict) -> None:
+        print(f"{result['family']} {tuple(result['shape'])} {result['dtype']}: {key}, best first")
+        for row in result[key]:
+            ms = "-" if row.get(value) is None else f"{row[value] / 1e6:.3f} ms"
+            print(f"  {json.dumps(row['config']):<48} {ms:>12}")
+
+    return show
+
+
+def add_tile_commands(sub: argparse._SubParsersAction) -> None:
+    for name, func, what in (
+        ("suggest-tiles", cmd_suggest_tiles, "the tile model's best block shapes for a kernel"),
+        ("measure-tiles", cmd_measure_tiles, "measure every legal block shape of a kernel"),
+    ):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("family", help="a Pallas family of tpucost.tiles.TILE_FAMILIES, e.g. matmul")
+        p.add_argument("--shape", required=True, help="the problem shape, e.g. 384,640,896 for matmul M,N,K")
+        p.add_argument("--dtype", default="float32")
+        p.add_argument("--json", action="store_true")
+        if name == "suggest-tiles":
+            p.add_argument("--top", type=int, default=5)
+            p.add_argument(
+                "--model", default=None, help="tile model checkpoint (default: bundled random split)"
+            )
+        else:
+            p.add_argument(
+                "--repeats", type=int, default=5, help="timed runs per configuration (runtime = min)"
+            )
+            all_cores_flag(p)
+        p.set_defaults(func=func)

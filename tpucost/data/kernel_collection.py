@@ -1,0 +1,327 @@
+"""Collecting the kernel data set: corpus programs measured, resumable, merged, checked for noise.
+
+`collect` measures the programs of ``generate_programs(n_programs, seed)`` (those with ``index %
+n == i`` for ``shard=(i, n)``) under each applicable configuration, through the resumable
+`tpucost.data.collection`: `measure_program` compiles, labels every kernel with
+`tpucost.measure.measure_kernels`, cuts and featurizes, and writes the records of the pair as
+``parts/<program>__<config>.npz`` before its log line. `finalize` deduplicates the parts into the
+data set (`tpucost.data.kernel`); `merge` joins the folders of several shards (of one device).
+`measured_runs` and `dispatch_ns_per_kernel` read the log's measured pairs (wall times, summed
+labels); `measure_noise` re-measures a sample of kernels: the label noise floor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from tqdm import tqdm
+
+from tpucost import features, hlo, kernels
+from tpucost.data import collection
+from tpucost.data.kernel import (
+    NOISE_FILE,
+    KernelDataset,
+    concat,
+    dedup,
+    default_data_dir,
+    from_graphs,
+    load_kernel_dataset,
+    read_shard,
+    save_dataset,
+    save_shard,
+)
+from tpucost.files import write_json_atomic
+from tpucost.measure import Measurement, compile_fn, measure_kernels
+from tpucost.programs import Program, applicable_configurations, generate_programs, program_from_id
+
+__all__ = [
+    "PARTS",
+    "measure_program",
+    "collect",
+    "load_parts",
+    "finalize",
+    "merge",
+    "measured_runs",
+    "dispatch_ns_per_kernel",
+    "measure_noise",
+]
+
+#: The folder of a collection's parts (one npz per measured program and configuration).
+PARTS = "parts"
+
+
+def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[KernelDataset, dict[str, Any]]:
+    """Records of one (program, configuration) and the results of its log line (phase timings in s).
+
+    The program is compiled first (``compile_s``); ``measure_kernels`` then reuses JAX's
+    in-memory compilation cache, so ``measure_s`` is mostly running and tracing.
+    """
+    fn, options = program.configured(config)
+    t0 = time.perf_counter()
+    compile_fn(fn, program.args, options)
+    t1 = time.perf_counter()
+    m: Measurement = measure_kernels(fn, *program.args, repeats=repeats, compiler_options=options)
+    t2 = time.perf_counter()
+    graphs, labels, calls = [], [], []
+    for k in kernels.decompose(m.module or hlo.parse_module(m.hlo_text)):
+        label = m.runtime_ns.get(k.name)
+        if label is None or not label > 0:
+            continue
+        graphs.append(features.featurize(k))
+        labels.append(label)
+        calls.append(m.calls_per_run.get(k.name, k.calls_per_run))
+    meta = {
+        "program_id": program.program_id,
+        "family": program.family,
+        "form": program.form,
+        "configuration": config,
+        "backend": m.backend,
+        "device_kind": m.device_kind,
+        "jax_version": jax.__version__,
+    }
+    records = from_graphs(graphs, labels, calls, meta)
+    t3 = time.perf_counter()
+    kernel_ns = sum(t * m.calls_per_run.get(k, 1) for k, t in m.runtime_ns.items() if k not in m.nested)
+    entry = {
+        "status": "ok",
+        "kernels": len(records),
+        "missing": len(m.missing),
+        "additivity_ratio": m.additivity_ratio,
+        "wall_ns": min(m.wall_ns_per_run),
+        "kernel_ns_per_run": kernel_ns,
+        "repeats": repeats,
+        "compile_s": t1 - t0,
+        "measure_s": t2 - t1,
+        "featurize_s": t3 - t2,
+    }
+    return records, entry
+
+
+def _part_name(program_id: str, config: str) -> str:
+    return re.sub(r"[^\w.\-]", "_", f"{program_id}__{config}") + ".npz"
+
+
+def _pair_key(entry: Mapping[str, Any]) -> str:
+    return f"{entry['program_id']}/{entry['configuration']}"
+
+
+def _pairs(
+    n_programs: int,
+    seed: int,
+    shard: tuple[int, int],
+    configurations: Sequence[str] | None,
+    families: Sequence[str] | None,
+) -> Iterator[collection.Item]:
+    i, n = shard
+    for index, program in enumerate(generate_programs(n_programs, seed, families)):
+        if index % n != i:
+            continue
+        for config in applicable_configurations(program):
+            if configurations is None or config in configurations:
+                fields = {"program_id": program.program_id, "configuration": config}
+                yield collection.Item(_pair_key(fields), fields, (program, config))
+
+
+def collect(
+    out_dir: str | os.PathLike,
+    n_programs: int,
+    seed: int = 0,
+    shard: tuple[int, int] = (0, 1),
+    resume: bool = False,
+    repeats: int = 5,
+    configurations: Sequence[str] | None = None,
+    progress: bool = True,
+    families: Sequence[str] | None = None,
+    do_finalize: bool = True,
+    max_load: float | None = None,
+) -> dict[str, Any]:
+    """Measure programs into ``out_dir`` (see "Collection" above); returns a summary dict.
+
+    With ``max_load`` set, the run pauses before a pair while the 1-minute load average is above
+    it (measure on a quiet machine). Raises FileExistsError when ``out_dir`` already has a log and
+    ``resume`` is False.
+    """
+    out = Path(out_dir)
+    if not 0 <= shard[0] < shard[1]:
+        raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard}")
+    if (out / collection.LOG).exists() and not resume:
+        raise FileExistsError(
+            f"{out / collection.LOG} exists: pass resume=True (--resume) to continue that run"
+        )
+    counts = {"kernels": 0}
+
+    def measure(item: collection.Item) -> dict[str, Any]:
+        program, config = item.payload
+        records, entry = measure_program(program, config, repeats)
+        (out / PARTS).mkdir(exist_ok=True)
+        save_shard(records, out / PARTS / _part_name(program.program_id, config))  # before the log line
+        counts["kernels"] += len(records)
+        return entry
+
+    start = {
+        "n_programs": n_programs,
+        "seed": seed,
+        "shard": list(shard),
+        "repeats": repeats,
+        "resume": resume,
+        "families": list(families) if families else None,
+        "configurations": list(configurations) if configurations else None,
+    }
+    done = collection.run(
+        out,
+        _pairs(n_programs, seed, shard, configurations, families),
+        _pair_key,
+        measure,
+        start,
+        max_load=max_load,
+        progress=progress,
+        desc="collect",
+        unit="config",
+    )
+    summary = {
+        "pairs": done["measured"],
+        "kernels": counts["kernels"],
+        "errors": done["errors"],
+        "seconds": done["seconds"],
+    }
+    if do_finalize:
+        summary["dataset_kernels"] = len(finalize(out))
+    return summary
+
+
+def load_parts(folder: str | os.PathLike) -> KernelDataset:
+    """All part files of a collect folder (or of its ``parts/``), in file-name order."""
+    d = Path(folder)
+    if (d / PARTS).is_dir():
+        d = d / PARTS
+    return concat([read_shard(p) for p in sorted(d.glob("*.npz"))])
+
+
+def finalize(out_dir: str | os.PathLike, shard_size: int = 100_000) -> KernelDataset:
+    """Deduplicate ``out_dir``'s parts into shards + ``schema.json`` in ``out_dir``."""
+    return merge([out_dir], out_dir, shard_size)
+
+
+def merge(
+    folders: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    shard_size: int = 100_000,
+    allow_mixed_devices: bool = False,
+) -> KernelDataset:
+    """Deduplicate the parts of several collect folders into one data set in ``out_dir``.
+
+    Parts are taken in file-name order over all folders (a part present in two folders is read
+    once), so the result does not depend on how the runs were sharded. Folders measured on
+    different devices are refused unless ``allow_mixed_devices``. ``out_dir`` also gets the
+    folders' log lines, each once (what `measure_noise`, the additivity table and program totals read).
+    """
+    roots = [Path(d).parent if Path(d).name == PARTS else Path(d) for d in folders]
+    fingerprint = collection.one_device(roots, allow_mixed_devices)
+    files: dict[str, Path] = {}
+    for d in roots:
+        d = d / PARTS if (d / PARTS).is_dir() else d
+        for p in d.glob("*.npz"):
+            files.setdefault(p.name, p)
+    ds = dataclasses.replace(
+        dedup(concat([read_shard(files[name]) for name in sorted(files)])), device=fingerprint
+    )
+    save_dataset(ds, out_dir, shard_size)
+    collection.merge_logs(roots, Path(out_dir))
+    return load_kernel_dataset(out_dir)
+
+
+def measured_runs(
+    folder: str | os.PathLike, program_ids: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """The log lines of the (program, configuration) pairs measured without error, optionally only
+    those of ``program_ids``: wall time, summed labels, kernels, ... (see `measure_program`)."""
+    wanted = None if program_ids is None else {str(p) for p in program_ids}
+    return [
+        e
+        for e in collection.read_log(folder)
+        if e.get("status") == "ok" and "program_id" in e and (wanted is None or e["program_id"] in wanted)
+    ]
+
+
+def dispatch_ns_per_kernel(entries: Iterable[Mapping[str, Any]]) -> float | None:
+    """The device's dispatch overhead per kernel: the median over measured pairs (log lines of
+    `measure_program`) of (wall time - summed labels) / kernels, the time a run spends launching
+    kernels that no label holds. A program's predicted total adds this much per kernel."""
+    gaps = [
+        (e["wall_ns"] - e["kernel_ns_per_run"]) / max(int(e["kernels"]), 1)
+        for e in entries
+        if e.get("wall_ns") is not None and e.get("kernel_ns_per_run") is not None
+    ]
+    return float(np.median(gaps)) if gaps else None
+
+
+def measure_noise(
+    data_dir: str | os.PathLike | None = None,
+    sample: int = 200,
+    seed: int = 0,
+    repeats: int | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Re-measure a random sample of a data set's kernels and compare with the stored labels.
+
+    Picks ``sample`` kernels at random, regenerates the (program, configuration) each was first
+    measured in, measures it again and matches kernels by `kernel_hash`. The relative difference
+    ``|new - stored| / stored`` of the same kernel is the label noise: no model can predict labels
+    closer than that. Returns (and writes to ``noise.json`` beside the data) its median and 90th
+    percentile, plus the per-kernel rows. Must run on the device that measured the data, in a
+    fresh process (``python -m tpucost data noise``), on an otherwise idle machine.
+    """
+    root = Path(data_dir) if data_dir is not None else default_data_dir()
+    ds = load_kernel_dataset(root)
+    collection.require_device(ds.device, root, "a noise floor")
+    repeats = repeats or max((int(e.get("repeats", 5)) for e in measured_runs(root)), default=5)
+    picked = np.random.default_rng(seed).choice(len(ds), size=min(sample, len(ds)), replace=False)
+    wanted: dict[tuple[str, str], list[int]] = {}
+    for i in picked:
+        wanted.setdefault((str(ds.program_id[i]), str(ds.configuration[i])), []).append(int(i))
+    rows = []
+    for (pid, config), indices in tqdm(
+        sorted(wanted.items()), disable=not progress, desc="re-measure", unit="program"
+    ):
+        records, _ = measure_program(program_from_id(pid), config, repeats)
+        fresh = dict(zip(records.kernel_hash.tolist(), records.runtime_ns.tolist(), strict=True))
+        for i in indices:
+            new = fresh.get(str(ds.kernel_hash[i]))
+            if new is not None:
+                old = float(ds.runtime_ns[i])
+                rows.append(
+                    {
+                        "kernel": str(ds.name[i]),
+                        "program_id": pid,
+                        "configuration": config,
+                        "stored_ns": old,
+                        "remeasured_ns": new,
+                        "rel_diff": abs(new - old) / old,
+                    }
+                )
+    rel = np.array([r["rel_diff"] for r in rows])
+    big = np.array([r["rel_diff"] for r in rows if r["stored_ns"] >= 5_000])
+    result = {
+        "sampled": int(len(picked)),
+        "matched": len(rows),
+        "repeats": repeats,
+        "seed": seed,
+        "median_rel": float(np.median(rel)) if len(rel) else None,
+        "p90_rel": float(np.quantile(rel, 0.9)) if len(rel) else None,
+        "median_rel_ge5us": float(np.median(big)) if len(big) else None,
+        "p90_rel_ge5us": float(np.quantile(big, 0.9)) if len(big) else None,
+        "n_ge5us": int(len(big)),
+        "command": f"python -m tpucost data noise {root} --sample {sample} --seed {seed}",
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rows": rows,
+    }
+    write_json_atomic(root / NOISE_FILE, result)
+    return result
