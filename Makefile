@@ -1,4 +1,4 @@
-# tpucost: `make demo` runs the notebooks, `make test` runs every test.
+# tpucost: `make demo` runs the notebooks, `make test` runs every test, `make check` the quick ones.
 # Both create .venv (from python3) and install the exact tested versions
 # from constraints.txt when needed. `make test` also creates .venv-colab: Colab's
 # versions (constraints-colab.txt, the lower bounds of pyproject.toml) on Python 3.13
@@ -15,7 +15,10 @@ COLAB_VENV  := .venv-colab
 COLAB_PY    := $(COLAB_VENV)/bin/python
 COLAB_STAMP := $(COLAB_VENV)/.tpucost-installed
 
-.PHONY: demo test test-newest test-colab lab install lock bench clean
+# Test processes run side by side (pytest-xdist); the tests marked `quiet` then run alone.
+JOBS ?= 2
+
+.PHONY: demo test test-newest test-colab check lab install lock bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,15 +37,22 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) tools/run_notebooks.py --out build
 
-## test: every test on the newest pins, then the core tests and the notebooks on Colab's versions
+## test: what CI runs: every test on the newest pins, then the core tests and the notebooks on Colab's versions
 test: test-newest test-colab
 
+## test-newest: every test, $(JOBS) at a time, then the timing tests (marked quiet) alone
 test-newest: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(JOBS) -m "not quiet"
+	$(PY) -m pytest -m quiet
 
 ## test-colab: the tests marked `core` in .venv-colab (Colab's versions), notebooks from the wheel included
 test-colab: $(COLAB_STAMP)
-	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m core
+	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) -m "core and not quiet"
+	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m "core and quiet"
+
+## check: the edit loop: unit tests only (nothing timed on the device, no training runs, no notebooks)
+check: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -m "not measures and not slow and not notebooks"
 
 ## lab: open JupyterLab on notebooks/
 lab: $(STAMP)

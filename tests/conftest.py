@@ -8,7 +8,9 @@ to see what a clean clone sees). No test depends on ../shared being there.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import gzip
 import hashlib
 import json
@@ -30,6 +32,19 @@ CORPUS = Path(
 )
 
 
+def _label_noise_p90() -> float:
+    """The 90th-percentile relative difference between two measurements of one kernel in the
+    bundled data set (its noise.json, written by `python -m tpucost data noise`)."""
+    from tpucost.data import kernel as kernel_data
+
+    return float(json.loads((kernel_data.default_data_dir() / "noise.json").read_text())["p90_rel"])
+
+
+#: The noise allowance of every test that compares measured times (marked ``quiet``): a kernel
+#: measured twice differs by up to this fraction nine times in ten (the bundled noise floor).
+LABEL_NOISE_P90 = _label_noise_p90()
+
+
 def corpus_rows() -> list[dict[str, str]]:
     """Rows of the corpus MANIFEST.tsv, or [] when the corpus is not there."""
     manifest = CORPUS / "MANIFEST.tsv"
@@ -49,7 +64,7 @@ def corpus() -> list[dict[str, str]]:
 # HLO modules generated from tpucost.programs
 # ---------------------------------------------------------------------------------------------
 
-PROGRAMS_PY = Path(__file__).resolve().parents[1] / "tpucost" / "programs.py"
+PROGRAMS = Path(__file__).resolve().parents[1] / "tpucost" / "programs"
 #: Filled by the XLA cross-check in test_hlo.py, printed by `pytest_terminal_summary`.
 XLA_CROSS_CHECK: dict[str, int] = {}
 GENERATION: dict[str, float | int | str] = {}
@@ -59,7 +74,8 @@ def _cache_key() -> str:
     import jax
     import jaxlib
 
-    programs = hashlib.sha256(PROGRAMS_PY.read_bytes()).hexdigest()[:16]
+    sources = b"".join(p.read_bytes() for p in sorted(PROGRAMS.glob("*.py")))
+    programs = hashlib.sha256(sources).hexdigest()[:16]
     recipe = hashlib.sha256(Path(program_hlo.__file__).read_bytes()).hexdigest()[:8]
     return f"jax{jax.__version__}-jaxlib{jaxlib.__version__}-{jax.default_backend()}-programs{programs}-recipe{recipe}"
 
@@ -74,11 +90,21 @@ def _cpu_seconds() -> float:
 def generated_hlo(request: pytest.FixtureRequest) -> list[dict[str, str]]:
     """HLO modules of `tpucost.programs` (`program_hlo.generate()`: a few hundred records with
     ``label``, ``program_id``, ``form``, ``config``, ``stage``, ``text``), cached under pytest's
-    cache dir, keyed by the jax version and hashes of tpucost/programs.py and program_hlo.py:
+    cache dir, keyed by the jax version and hashes of tpucost/programs/ and program_hlo.py:
     only the first run of a checkout pays for the compiles (about a minute)."""
     cache = getattr(request.config, "cache", None)
     path = cache.mkdir("tpucost-generated-hlo") / f"{_cache_key()}.json.gz" if cache is not None else None
     start, cpu = time.perf_counter(), _cpu_seconds()
+    with exclusive(path.with_name("generate.lock")) if path is not None else contextlib.nullcontext():
+        records = _read_or_generate(path)
+    GENERATION["seconds"] = time.perf_counter() - start
+    GENERATION["cpu_seconds"] = _cpu_seconds() - cpu
+    GENERATION["modules"] = len(records)
+    return records
+
+
+def _read_or_generate(path: Path | None) -> list[dict[str, str]]:
+    """The cached records at ``path`` when readable, else freshly generated (and cached there)."""
     records = None
     if path is not None and path.exists():
         try:
@@ -97,9 +123,6 @@ def generated_hlo(request: pytest.FixtureRequest) -> list[dict[str, str]]:
             with gzip.open(tmp, "wt", compresslevel=6) as f:
                 json.dump(records, f)
             tmp.replace(path)
-    GENERATION["seconds"] = time.perf_counter() - start
-    GENERATION["cpu_seconds"] = _cpu_seconds() - cpu
-    GENERATION["modules"] = len(records)
     return records
 
 
@@ -147,6 +170,81 @@ def rand_graph(
         name=f"k{n}",
         kind="loop",
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# One tiny data set collected on this machine, and models trained on it (shared by every test
+# that needs them; treat both as read-only)
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path):
+    """Hold an exclusive lock on the file ``lock`` (created if needed): one process at a time."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build) -> Path:
+    """A folder ``name`` that ``build(folder)`` fills once per test run: under pytest-xdist the
+    workers share it (the first builds it while the others wait), so a session fixture's work is
+    not repeated per worker."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = tmp_path_factory.getbasetemp().parent / name
+    else:
+        folder = tmp_path_factory.getbasetemp() / name
+    with exclusive(folder.with_name(f"{name}.lock")):
+        if not (folder / ".built").exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_kernels(tmp_path_factory):
+    """Six small programs (mlp, norm_softmax) measured on this CPU, default configuration only."""
+    from tpucost.data import kernel as kernel_data
+    from tpucost.data import kernel_collection
+
+    def build(out: Path) -> None:
+        kernel_collection.collect(
+            out,
+            6,
+            0,
+            repeats=2,
+            configurations=("default",),
+            families=("mlp", "norm_softmax"),
+            progress=False,
+        )
+
+    return kernel_data.load_kernel_dataset(built_once(tmp_path_factory, "tiny-kernels", build))
+
+
+@pytest.fixture(scope="session")
+def tiny_trained(tiny_kernels, tmp_path_factory):
+    """Every method trained on `tiny_kernels` (random split, `TrainConfig.smoke()`): (model dir, report)."""
+    from tpucost import train
+    from tpucost.tasks import kernel as kernel_task
+
+    def build(out: Path) -> None:
+        kernel_task.run_experiment(tiny_kernels, "random", out, train.TrainConfig.smoke(), progress=False)
+
+    out = built_once(tmp_path_factory, "tiny-models", build)
+    return out, json.loads((out / kernel_task.EVALUATION_FILE).read_text())
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests that time programs are marked ``measures`` (`make check` leaves them out): those
+    marked ``quiet``, and those using the tiny data set this machine measures (`tiny_kernels`)."""
+    for item in items:
+        if item.get_closest_marker("quiet") or "tiny_kernels" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.measures)
 
 
 def pytest_configure(config):

@@ -185,6 +185,7 @@ def test_model_recovers_per_kind_scale(synthetic):
     assert again.roofline == ROOF
 
 
+@pytest.mark.measures
 def test_model_uses_only_the_training_data(synthetic, tmp_path, monkeypatch):
     """Fit through `tpucost.tasks.kernel.run_experiment` on a data set holding the test labels too:
     garbage test labels must not move a coefficient."""
@@ -262,6 +263,7 @@ def test_tile_model_prefers_fewer_steps_when_steps_are_expensive():
     assert est.shape == (len(configs),) and np.argmin(est) == np.argmin(steps)
 
 
+@pytest.mark.measures
 def test_step_overhead_is_measured_once_per_device_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
     analytical.step_overhead_ns.cache_clear()

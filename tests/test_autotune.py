@@ -10,11 +10,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
-from tpucost import autotune, cli, plots, programs, tiles
+from tpucost import autotune, cli, plots, tiles
 from tpucost.autotune import protocol
+from tpucost.programs.examples import EXAMPLES
 from tpucost.tasks import tile as tile_task
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
@@ -171,6 +173,16 @@ def test_load_tunable_program_and_tile_spaces():
     assert t.space.default["mm1"] == {"bm": 128, "bn": 128, "bk": 128}
 
 
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_every_built_in_example_builds_and_compiles_at_its_default(name):
+    """`example:NAME` as a learner's search would start it: built at the default, lowered and compiled."""
+    space = "tile" if hasattr(EXAMPLES[name], "kernels") else "program"
+    t = autotune.load_tunable(f"example:{name}", space)
+    fn, args = t.build(t.space.default)
+    assert jax.jit(fn).lower(*args).compile().as_text()
+
+
+@pytest.mark.measures
 def test_program_evaluators_on_a_built_in_example():
     t = autotune.load_tunable("example:mixer", "program")
     measurer = autotune.DeviceEvaluator(t, repeats=2)
@@ -205,6 +217,7 @@ def test_tile_predictor_scores_without_compiling():
 TINY = """
 import jax
 import jax.numpy as jnp
+import jax
 import numpy as np
 
 
@@ -240,6 +253,7 @@ def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.measures
 @pytest.mark.timeout(300)
 def test_cli_json_on_a_tiny_program_with_a_fresh_process_remeasurement(tmp_path):
     (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
@@ -307,24 +321,6 @@ def test_cli_bad_program_in_a_fresh_process(tmp_path):
     proc = _run_cli("--program", "nosuch.py:f", "--budget-seconds", "1", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["error: --program nosuch.py:f: no such file nosuch.py"]
-
-
-@pytest.mark.timeout(300)
-def test_nb05_solutions_run(tmp_path, capsys):
-    from tpucost.solutions import nb05
-
-    answer = nb05.exercise_1()
-    assert (
-        answer["size"] == 4**4 * len(programs.compile_option_configurations()) and answer["knobs"]["xla"] >= 1
-    )
-    (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
-    table = nb05.exercise_2(program=f"{tmp_path}/tiny.py:tiny", budget_s=0.3, seeds=(0,), n_candidates=3)
-    assert set(table["search"]) == {"anneal", "random"} and (table["speedup_vs_default"] > 0).all()
-    report = nb05.exercise_3(budget_s=0.3, n_candidates=3, folder=tmp_path)
-    assert set(report["strategies"]) == {"device_only", "model_guided"}
-    result = nb05.exercise_4(n_candidates=300)
-    assert result["synthetic_best"] == 1.0
-    assert "exercise" not in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------- reports and the bundled results
@@ -411,6 +407,7 @@ def test_the_bundled_experiments_are_the_readmes():
             assert f"**{100 * c['mean']:+.1f}%**" in readme, (program, start)
 
 
+@pytest.mark.measures
 def test_measurement_noise_and_compare_predicted_and_measured(tmp_path):
     (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
     spec = f"{tmp_path}/tiny.py:tiny"
@@ -458,6 +455,7 @@ def _tiny_autotune(spec: str, workdir: Path, **kw):
     )
 
 
+@pytest.mark.measures
 @pytest.mark.timeout(300)
 def test_a_killed_autotune_resumes_from_its_journal(tmp_path, monkeypatch):
     (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))

@@ -8,12 +8,9 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import pretend_another_machine
+from conftest import LABEL_NOISE_P90, pretend_another_machine
 
-from tpucost import calibration, cli, costmodel, device, train
-from tpucost.data import kernel as kernel_data
-from tpucost.data import kernel_collection
-from tpucost.tasks import kernel
+from tpucost import calibration, cli, costmodel, device
 
 
 def test_fit_correction_recovers_per_kind_scales_and_falls_back_for_rare_kinds():
@@ -45,23 +42,10 @@ def test_cross_fitted_errors_never_score_a_half_with_its_own_offsets():
     assert r["median_ape_after"] > 40  # 4000 predicted for 2000 (100%), 2000 for 4000 (50%)
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cal")
-    kernel_collection.collect(
-        out / "data",
-        6,
-        0,
-        repeats=2,
-        configurations=("default",),
-        families=("mlp", "norm_softmax"),
-        progress=False,
-    )
-    ds = kernel_data.load_kernel_dataset(out / "data")
-    kernel.run_experiment(
-        ds, "random", out / "model", train.TrainConfig.smoke(), methods=("gnn", "analytical"), progress=False
-    )
-    return out / "model", ds
+@pytest.fixture
+def tiny_model(tiny_kernels, tiny_trained):
+    """The session's tiny models (conftest) and the data set they were trained on."""
+    return tiny_trained[0], tiny_kernels
 
 
 def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrated(
@@ -97,11 +81,11 @@ def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrate
     )
 
 
-def test_calibrate_command_needs_the_label_mode_before_jax_starts(tiny_model, capsys):
+def test_calibrate_command_needs_the_label_mode_before_jax_starts(tiny_model, capsys, monkeypatch):
     model_dir, _ = tiny_model
-    if device.usable_cores() > 1:  # this process runs JAX on several cores already
-        assert cli.main(["calibrate", "--model", str(model_dir), "--programs", "1", "--no-progress"]) == 2
-        assert "before the first JAX computation" in capsys.readouterr().err
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # JAX already runs on two cores
+    assert cli.main(["calibrate", "--model", str(model_dir), "--programs", "1", "--no-progress"]) == 2
+    assert "before the first JAX computation" in capsys.readouterr().err
 
 
 def test_a_correction_fitted_on_one_model_is_not_applied_to_another(tmp_path, monkeypatch):
@@ -157,14 +141,12 @@ def test_fit_correction_measures_the_dispatch_overhead_of_the_calibration_runs()
 
 #: Median APE (%) the calibrated bundled GNN must reach on the foreign programs. Issue 8 asks for 25;
 #: measured on the collection host: see the README ("Calibration to the device at hand").
-FOREIGN_MEDIAN_APE_LIMIT = 50.0
-
-
+@pytest.mark.quiet
 def test_calibration_corrects_the_bundled_model_on_another_device(tmp_path):
     """As if the bundled GNN had learned a machine 3x faster than this one (predictions / 3,
-    another fingerprint): calibrating here must bring its errors on programs the corpus does not
-    contain (measured on the spot, in the label mode: a fresh process pinned to one core) back
-    near what the model does on its own machine."""
+    another fingerprint): calibrating here must bring its error on programs the corpus does not
+    contain (measured once, on the spot, in the label mode: a fresh process pinned to one core)
+    back to the bundled model's own error on them, within the label noise (`LABEL_NOISE_P90`)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -180,13 +162,14 @@ def test_calibration_corrects_the_bundled_model_on_another_device(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     r = json.loads(run.stdout.strip().splitlines()[-1])
     print(
-        f"foreign programs: {r['kernels']} kernels, median APE {r['before']:.1f}% before calibration, "
-        f"{r['after']:.1f}% after (calibration set: {r['calibration_before']:.1f}% -> "
-        f"{r['calibration_after']:.1f}%, correction {r['mode']}, global offset {r['global_offset']:.2f})"
+        f"foreign programs: {r['kernels']} kernels, median APE {r['unshifted']:.1f}% for the bundled model, "
+        f"{r['before']:.1f}% shifted 3x before calibration, {r['after']:.1f}% after (calibration set: "
+        f"{r['calibration_before']:.1f}% -> {r['calibration_after']:.1f}%, correction {r['mode']}, "
+        f"global offset {r['global_offset']:.2f})"
     )
     assert r["kernels"] >= 15 and r["mode"] != "none"
-    assert r["after"] < r["before"]  # here: 80% -> 36% (a third of the runtime is 67% off on its own)
-    assert r["after"] <= FOREIGN_MEDIAN_APE_LIMIT
+    assert r["after"] < r["before"]
+    assert r["after"] <= r["unshifted"] + 100 * LABEL_NOISE_P90, r
 
 
 def test_choose_correction_corrects_only_where_it_helps():

@@ -20,7 +20,10 @@ from tpucost.data import additivity, collection, kernel_collection
 from tpucost.data import kernel as kernel_data
 from tpucost.programs import compile_program, generate_programs
 
-pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="collected on XLA:CPU")
+pytestmark = [
+    pytest.mark.skipif(jax.default_backend() != "cpu", reason="collected on XLA:CPU"),
+    pytest.mark.measures,
+]
 
 N, FAMILIES, CONFIGS, REPEATS = 4, ("mlp", "norm_softmax"), ("default", "ynn_dot_only"), 2
 ROOT = Path(__file__).resolve().parents[1]

@@ -284,3 +284,13 @@ def test_bundled_data_is_package_data_and_tpucost_data_dir_overrides(monkeypatch
         costmodel.CostModel.load(method="gnn")
     (tmp_path / "kernels_cpu").symlink_to(Path(tpucost.__file__).parent / "bundled" / "kernels_cpu")
     assert len(kernel_data.load_kernel_dataset()) > 0
+
+
+def test_first_test_programs_keeps_their_unseen_kernels_and_the_other_parts():
+    ds = kernel_data.load_kernel_dataset()
+    split = kernel_data.split(ds, "random")
+    small = kernel_data.first_test_programs(ds, split, 5)
+    assert list(small.test_ids) == list(split.test_ids[:5])
+    ran = set(kernel_data.program_rows(ds, small.test_ids).kernel)
+    assert set(small.test) == ran & set(split.test) and set(small.test) < set(split.test)
+    assert small.train is split.train and small.val is split.val

@@ -6,59 +6,43 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import pytest
 
 from tpucost import device
+from tpucost.data import additivity
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
-OVERLAP_PROGRAM = """
-import json, sys
-from tpucost import device
-if sys.argv[1] == "pin":
-    device.pin_to_one_core()
-import jax, jax.numpy as jnp
-from tpucost import compat
-from tpucost.measure import measure_kernels
-
-def f(x, w1, w2):  # two independent convolutions: XLA:CPU may run them at the same time
-    conv = lambda w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
-    return jnp.tanh(conv(w1)) + jnp.sin(conv(w2))
-
-k = jax.random.split(jax.random.key(0), 3)
-args = (jax.random.normal(k[0], (4, 48, 48, 32)), jax.random.normal(k[1], (5, 5, 32, 32)),
-        jax.random.normal(k[2], (5, 5, 32, 32)))
-eigen = compat.library_fusions_off()
-m = measure_kernels(f, *args, repeats=7, compiler_options=eigen)
-print(json.dumps({"ratio": m.additivity_ratio, "device": m.device, "labels": m.runtime_ns}))
-"""
+LABEL_MODE_BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "label_mode.py"
 
 
 def _run_overlap_program(mode: str) -> dict:
+    """`benchmarks/label_mode.py` once in ``mode`` ("pin" or "all"): two independent convolutions."""
     out = subprocess.run(
-        [sys.executable, "-c", OVERLAP_PROGRAM, mode], capture_output=True, text=True, timeout=300
+        [sys.executable, str(LABEL_MODE_BENCHMARK), "--mode", mode, "--runs", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])[mode][0]
 
 
 @pytest.mark.skipif(
     jax.default_backend() != "cpu" or not hasattr(os, "sched_setaffinity"),
     reason="the one-core mode is for XLA:CPU on Linux",
 )
+@pytest.mark.quiet
 def test_one_core_mode_makes_overlapping_kernels_add_up():
-    # Up to three fresh processes: another process loading the machine can stretch one run's
-    # labels; unpinned, this program's labels sum to 1.4-2x its wall time every time.
-    runs = []
-    for _ in range(3):
-        pinned = _run_overlap_program("pin")
-        assert pinned["device"]["cores"] == 1 and pinned["device"]["label_mode"] == device.LABEL_MODE
-        runs.append(pinned["ratio"])
-        if 0.8 <= pinned["ratio"] <= 1.1:
-            break
-    assert 0.8 <= runs[-1] <= 1.1, f"summed labels / wall time in three pinned runs: {runs}"
+    # Unpinned, this program's labels sum to 1.4-2x its wall time; pinned, they add up: within the
+    # band the data set calls additive (`additivity.ADDITIVE`, which allows for label noise).
+    pinned = _run_overlap_program("pin")
+    assert pinned["device"]["cores"] == 1 and pinned["device"]["label_mode"] == device.LABEL_MODE
+    low, high = additivity.ADDITIVE
+    assert low <= pinned["ratio"] <= high, f"summed labels / wall time, pinned: {pinned['ratio']:.2f}"
 
 
 @pytest.mark.skipif(device.usable_cores() < 2, reason="needs a process with several cores")

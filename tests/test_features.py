@@ -224,6 +224,7 @@ def test_program_kernels_featurize(program_kernels):
         _check_graph(featurize(kernel), kernel)
 
 
+@pytest.mark.slow
 def test_generated_and_corpus_kernels_featurize(generated_hlo):
     texts = _generated_texts(generated_hlo)
     assert len(texts) >= 15

@@ -98,6 +98,7 @@ def test_compiled_program_kernels_match_entry_instructions():
         )
 
 
+@pytest.mark.slow
 def test_generated_and_corpus_modules_decompose(generated_hlo, corpus):
     """Optimized modules generated from tpucost.programs (up to 3 per form and configuration), and
     the first 80 corpus files when the corpus is there, decompose into kernels."""

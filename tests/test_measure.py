@@ -10,6 +10,7 @@ import tempfile
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import LABEL_NOISE_P90
 from jax import lax
 
 from tpucost import backends, measure
@@ -20,6 +21,7 @@ from tpucost.measure import Measurement, measure_kernels, wall_time_ns
 pytestmark = [
     pytest.mark.skipif(jax.default_backend() != "cpu", reason="labels are checked on XLA:CPU"),
     pytest.mark.core,
+    pytest.mark.measures,
 ]  # also run on Colab's versions (make test-colab)
 
 DN = ("NHWC", "HWIO", "NHWC")
@@ -116,22 +118,17 @@ def test_labels_and_missing_cover_all_kernels(mlp_measurement, monkeypatch):
     assert "never_ran.7" not in m2.runtime_ns
 
 
+@pytest.mark.quiet
 def test_conv_labels_add_up_to_wall_time():
-    # The convolution's event covers only its launch when XLA:CPU runs it
-    # asynchronously; the labels must still add up to the program's wall time.
-    # The machine may be shared: a few attempts, each must be honest to pass.
-    args = conv_args()
-    ratios = []
-    for _ in range(3):
-        m = measure_kernels(conv, *args, repeats=7)
-        ratios.append(m.additivity_ratio)
-        conv_kernel = next(k for k in m.runtime_ns if k.startswith("conv"))
-        assert m.runtime_ns[conv_kernel] > 0.5 * sum(m.runtime_ns.values())
-        if 0.7 <= ratios[-1] <= 1.3:
-            break
-    assert 0.7 <= ratios[-1] <= 1.3, ratios
+    # The convolution's event covers only its launch when XLA:CPU runs it asynchronously; the
+    # labels must still add up to the program's wall time, within the label noise.
+    m = measure_kernels(conv, *conv_args(), repeats=20)
+    conv_kernel = next(k for k in m.runtime_ns if k.startswith("conv"))
+    assert m.runtime_ns[conv_kernel] > 0.5 * sum(m.runtime_ns.values())
+    assert abs(m.additivity_ratio - 1) <= LABEL_NOISE_P90, m.additivity_ratio
 
 
+@pytest.mark.quiet
 def test_same_module_name_back_to_back_do_not_mix():
     small = measure_kernels(conv, *conv_args(4, 8), repeats=3)
     big = measure_kernels(conv, *conv_args(8, 16), repeats=4)
@@ -140,7 +137,8 @@ def test_same_module_name_back_to_back_do_not_mix():
     assert set(small.runs_seen.values()) == {3}
     assert set(big.runs_seen.values()) == {4}
     name = next(k for k in big.runtime_ns if k.startswith("conv"))
-    assert big.runtime_ns[name] > 1.5 * small.runtime_ns[name]  # 8x the flops
+    # 8x the flops: longer by more than two measurements of one kernel differ (LABEL_NOISE_P90)
+    assert big.runtime_ns[name] > (1 + LABEL_NOISE_P90) * small.runtime_ns[name]
 
 
 def test_events_filtered_by_program_id_in_a_shared_trace():

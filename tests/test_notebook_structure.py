@@ -3,13 +3,16 @@
 For each ``notebooks/0*.ipynb``: an opening markdown cell (the badge cell, or one of the first few
 markdown cells) with **Objectives**, **Prerequisites** and a table of sections with their minutes;
 a ``## Exercises`` section whose numbered exercises are each labelled Warm-up, Core or Stretch with
-a time estimate, each with a self-check code cell that names it; ``## Recap`` and ``## References``
-headings; and for every numbered exercise N a function ``exercise_N`` in
-``tpucost.solutions.nbNN`` (the solutions themselves run in tests/test_solutions.py).
+a time estimate, each with a self-check code cell that calls ``solutions.check_N(...)``;
+``## Recap`` and ``## References`` headings; and for every numbered exercise N a solution
+``exercise_N`` and a self-check ``check_N`` in ``tpucost.solutions.nbNN``, and a test
+``test_nbNN_exercise_N`` in tests/test_exercises.py that runs the check with the solution's answer
+(it passes), with a wrong answer (it fails) and with none (it says "not attempted yet").
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 from pathlib import Path
@@ -23,7 +26,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("0*.ipynb"))
 #: How an exercise opens: ``1. **Warm-up (5 min).**``, ``2. **Core (10-15 min, on a TPU).**``.
 EXERCISE = re.compile(r"^(\d+)\.\s+\*\*(Warm-up|Core|Stretch)\s*\((\d+)(?:\s*-\s*\d+)?\s*min\b[^)]*\)")
 NUMBERED = re.compile(r"^(\d+)\.\s")
-SELF_CHECK = re.compile(r"^#\s*Self-checks?\b", re.I)
+SELF_CHECK = re.compile(r"^#\s*Self-check\s+(\d+)\b", re.I)
+EXERCISE_TESTS = Path(__file__).with_name("test_exercises.py")
 MINUTES_ROW = re.compile(r"^\|.*\b\d+(?:\s*-\s*\d+)?\s*min\b.*\|\s*$")
 #: How many markdown cells from the top may hold the opening (objectives, prerequisites, sections).
 OPENING_CELLS = 3
@@ -117,15 +121,14 @@ def test_each_exercise_is_graded_and_timed(path):
 
 
 def _self_checked(code_cells) -> set[int]:
-    """Exercise numbers that a self-check cell names: a comment line ``# Self-check 2: ...`` or
-    ``# Self-checks for exercises 2 and 3 ...``, in a cell that asserts or prints what to expect."""
+    """Exercise numbers N with a self-check cell: a cell opening ``# Self-check N: ...`` that calls
+    ``solutions.check_N(`` (the grading function, which computes the right answer itself)."""
     numbers: set[int] = set()
     for cell in code_cells:
-        if "assert" not in cell.source and "expect" not in cell.source.lower():
-            continue
         for line in cell.source.splitlines():
-            if SELF_CHECK.match(line):
-                numbers |= {int(n) for n in re.findall(r"\b(\d+)\b", line.split(":")[0])}
+            match = SELF_CHECK.match(line)
+            if match and f"solutions.check_{match.group(1)}(" in cell.source:
+                numbers.add(int(match.group(1)))
     return numbers
 
 
@@ -135,9 +138,34 @@ def test_every_exercise_has_a_self_check_cell(path):
     _, code = _section(cells, "Exercises")
     missing = sorted(set(_exercises(cells)) - _self_checked(code))
     assert not missing, (
-        f"{path.name}: exercises {missing} have no self-check cell (a '# Self-check N' comment "
-        "in a cell that asserts or prints what to expect)"
+        f"{path.name}: exercises {missing} have no self-check cell (a '# Self-check N: ...' cell "
+        "that calls solutions.check_N(...))"
     )
+
+
+def _exercise_tests() -> set[str]:
+    """Names of the test functions in tests/test_exercises.py."""
+    tree = ast.parse(EXERCISE_TESTS.read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_self_check_is_graded_both_ways(path):
+    """Each exercise's check runs in tests/test_exercises.py on the solution's answer (it must pass)
+    and on a wrong one (it must fail): `assert_grades` in every ``test_nbNN_exercise_N``."""
+    module = _solutions_module(path)
+    numbers = sorted(_exercises(_cells(path)))
+    no_check = [n for n in numbers if not callable(getattr(module, f"check_{n}", None))]
+    assert not no_check, f"{module.__name__} has no check_N for exercises {no_check}"
+    tests = _exercise_tests()
+    source = EXERCISE_TESTS.read_text()
+    untested = [n for n in numbers if f"test_nb{path.name[:2]}_exercise_{n}" not in tests]
+    assert not untested, f"tests/test_exercises.py has no test_nb{path.name[:2]}_exercise_N for {untested}"
+    for n in numbers:
+        body = source.split(f"def test_nb{path.name[:2]}_exercise_{n}(")[1].split("\ndef ")[0]
+        assert "assert_grades(" in body and f"check_{n}" in body, (
+            f"test_nb{path.name[:2]}_exercise_{n} does not grade check_{n} with a right and a wrong answer"
+        )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -160,10 +188,11 @@ def test_the_structure_checks_catch_a_bad_notebook():
     _, code = _section(nb.cells, "Exercises")
     assert _self_checked(code) == set()
     checks = [
-        nbformat.v4.new_code_cell("# Self-checks for exercises 2 and 3: ...\nassert True"),
-        nbformat.v4.new_code_cell("# Self-check 1: nothing checked here\nprint(1)"),
+        nbformat.v4.new_code_cell("# Self-check 2: a number\nanswer = None\nsolutions.check_2(answer)"),
+        nbformat.v4.new_code_cell("# Self-check 1: nothing graded here\nprint(1)"),
+        nbformat.v4.new_code_cell("# Self-check 3: the wrong grader\nsolutions.check_2(None)"),
     ]
-    assert _self_checked(checks) == {2, 3}
+    assert _self_checked(checks) == {2}
     good = "1. **Warm-up (5 min).** Count the kernels."
     assert EXERCISE.match(good).group(2, 3) == ("Warm-up", "5")
     assert EXERCISE.match("3. **Stretch (15-20 min).** Go further.").group(2) == "Stretch"
@@ -172,3 +201,76 @@ def test_the_structure_checks_catch_a_bad_notebook():
     assert MINUTES_ROW.match("| 1 | parse the HLO | 5 min |") and not MINUTES_ROW.match(
         "| 1 | parse | five |"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Minutes: the opening table, the section headings, the exercises and docs/workshop.md agree
+# ---------------------------------------------------------------------------------------------
+
+WORKSHOP = ROOT / "docs" / "workshop.md"
+SECTION_ROW = re.compile(r"^\|\s*(\d+)\s*\|.*\|\s*(\d+) min\b[^|]*\|\s*$")
+EXERCISE_ROW = re.compile(r"^\|\s*\|\s*exercises \((\w+): ([\d, and]+) min\)\s*\|\s*(\d+) min\s*\|\s*$")
+TIMED_HEADING = re.compile(r"^(##|###) (?:(\d+)\. )?.*\((\d+) min\)\s*$")
+AGENDA_ROW = re.compile(r"^\|\s*(\d+):(\d\d)-(\d+):(\d\d)\s*\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*(.*?)\s*\|\s*$")
+
+
+def _opening_minutes(path: Path) -> tuple[dict[int, int], list[int], int]:
+    """The opening table: minutes per section number, the listed exercise minutes, their total."""
+    text = "\n".join(c.source for c in _cells(path) if c.cell_type == "markdown")
+    sections = {int(m.group(1)): int(m.group(2)) for m in map(SECTION_ROW.match, text.splitlines()) if m}
+    (row,) = [m for m in map(EXERCISE_ROW.match, text.splitlines()) if m]
+    listed = [int(x) for x in re.findall(r"\d+", row.group(2))]
+    return sections, listed, int(row.group(3))
+
+
+def _section_total(path: Path) -> int:
+    return sum(_opening_minutes(path)[0].values())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_section_minutes_agree_with_the_headings_and_exercises(path):
+    sections, listed, total = _opening_minutes(path)
+    headed: dict[int, int] = {}
+    current = None
+    for kind, line in _flat(_cells(path)):
+        m = TIMED_HEADING.match(line) if kind == "md" else None
+        if m and m.group(1) == "##" and m.group(2):
+            current = int(m.group(2))
+            headed[current] = int(m.group(3))
+        elif m and m.group(1) == "###" and current is not None:
+            headed[current] += int(m.group(3))  # a timed sub-section adds to its section
+    assert headed == {k: v for k, v in sections.items() if k > 0}, (path.name, headed, sections)
+    minutes = {n: int(m.group(3)) for n, m in _exercises(_cells(path)).items()}
+    assert listed == [minutes[n] for n in sorted(minutes)], (path.name, listed, minutes)
+    assert total == sum(listed), f"{path.name}: exercises row says {total} min, they add up to {sum(listed)}"
+
+
+def test_the_workshop_agenda_gives_each_notebook_its_minutes():
+    """docs/workshop.md: a notebook's block lasts the sum of its sections; an exercise block lasts
+    the sum of the exercises it names, at the notebook's minutes; every row's span is its minutes."""
+    by_number = {p.name[:2]: p for p in NOTEBOOKS}
+    seen = set()
+    for line in WORKSHOP.read_text().splitlines():
+        m = AGENDA_ROW.match(line)
+        if not m:
+            continue
+        h0, m0, h1, m1, block, what, minutes = m.groups()
+        span = (int(h1) * 60 + int(m1)) - (int(h0) * 60 + int(m0))
+        stated = re.match(r"(\d+) min", minutes)
+        if stated:
+            assert span == int(stated.group(1)), f"{line}: {span} min between its times"
+        notebook = re.match(r"\*\*(\d\d) ·", block)
+        exercises = re.match(r"exercises (\d\d)$", block)
+        if notebook:
+            assert stated and int(stated.group(1)) == _section_total(by_number[notebook.group(1)]), line
+            seen.add(notebook.group(1))
+        elif exercises:
+            _, listed, _ = _opening_minutes(by_number[exercises.group(1)])
+            picked = re.findall(r"(\d+) \((?:warm-up|core|stretch), (\d+) min\)", what.split(";")[0])
+            assert picked, line
+            for number, mins in picked:
+                assert int(mins) == listed[int(number) - 1], (
+                    f"{line}: exercise {number} is {listed[int(number) - 1]} min"
+                )
+            assert int(stated.group(1)) == sum(int(mins) for _, mins in picked), line
+    assert seen == set(by_number), f"the agenda has no block for notebooks {sorted(set(by_number) - seen)}"

@@ -139,3 +139,49 @@ def test_error_by_kind_draws_the_noise_and_program_kernels_draws_every_bar():
     )
     assert len(ax.patches) == 6 and [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
     plt.close("all")
+
+
+def test_data_set_figures_draw_the_bundled_data():
+    """Notebook 02's figures on the bundled data: every kernel counted, no empty size bins at
+    the low end, the additivity axis not squeezed by one extreme pair."""
+    from tpucost.data import additivity
+    from tpucost.data import kernel as kernel_data
+
+    ds = kernel_data.load_kernel_dataset()
+    frame = ds.to_frame()
+    assert len(plots.opcode_frequencies(ds).patches) > 5
+    sizes = plots.kernel_sizes(frame)
+    heights = [p.get_height() for p in sizes.patches]
+    assert sum(heights) == len(frame)
+    small = [h for p, h in zip(sizes.patches, heights, strict=True) if p.get_x() + p.get_width() < 20]
+    assert small and all(h > 0 for h in small), small  # integer sizes: no empty bins at the low end
+    table = additivity.additivity_table()
+    ax = plots.additivity_hist(table, clip=2.5)
+    assert ax.get_xlim()[1] <= 2.5
+    notes = [t.get_text() for t in ax.texts]
+    assert (table["additivity_ratio"] > 2.5).any() == any("not shown" in n for n in notes)
+    plt.close("all")
+
+
+def test_coinciding_top_k_curves_stay_visible():
+    ax = plots.top_k_curves({"rank (hinge)": [0.0, 0.0, 0.0], "MSE": [0.0, 0.0, 0.0]})
+    first, second = ax.get_lines()[:2]
+    assert list(first.get_xdata()) != list(second.get_xdata())  # shifted sideways
+    assert first.get_linestyle() != second.get_linestyle() and first.get_marker() != second.get_marker()
+    plt.close("all")
+
+
+def test_feature_heatmap_names_features_on_rows_at_a_legible_size():
+    from tpucost import features
+    from tpucost.data import kernel as kernel_data
+
+    graph = kernel_data.load_kernel_dataset().graph(0)
+    ax = plots.feature_heatmap(graph, features.NODE_FEATURE_NAMES)
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    nonzero = [
+        n for n, col in zip(features.NODE_FEATURE_NAMES, graph.node_features.T, strict=True) if col.any()
+    ]
+    assert rows == nonzero  # every non-zero feature named, in order
+    assert min(t.get_fontsize() for t in ax.get_yticklabels()) >= 8
+    assert len(ax.get_xticklabels()) == len(graph.opcodes)
+    plt.close("all")

@@ -49,6 +49,7 @@ def test_families_and_forms():
     assert FORMS == ("forward", "grad", "train_step")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(N_ALL))
 def test_every_family_and_form_compiles_and_runs(first_programs, index):
     program = first_programs[index]

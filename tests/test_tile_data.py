@@ -613,6 +613,7 @@ def test_stats():
 @pytest.mark.skipif(
     importlib.util.find_spec("tpucost.tiles") is None, reason="tpucost.tiles is not there yet"
 )
+@pytest.mark.measures
 def test_collect_with_the_real_tiles_module(tmp_path, monkeypatch):
     from tpucost import tiles
 

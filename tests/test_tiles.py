@@ -328,6 +328,7 @@ def test_kernel_graph_inlines_calls(monkeypatch):
 # ----------------------------------------------------------------------------- measuring, sampling
 
 
+@pytest.mark.measures
 def test_measure_configs_tiny_matmul():
     shape = (16, 128, 256)
     configs = [{"bm": 8, "bn": 128, "bk": 128}, {"bm": 16, "bn": 128, "bk": 256}]

@@ -79,6 +79,7 @@ def test_target_norm():
     np.testing.assert_allclose(norm.decode(norm.encode(np.exp([5.0]))), [5.0], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_overfit_tiny_set(toy):
     cfg = TrainConfig.smoke(epochs=30, patience=100, learning_rate=1e-2, batch_size=8)
     idx = np.arange(32)
@@ -100,6 +101,7 @@ def test_overfit_tiny_set(toy):
     assert np.median(ape) < 100
 
 
+@pytest.mark.slow
 def test_determinism(toy):
     cfg = TrainConfig.smoke(epochs=3, model=ModelConfig(opcode_embed=8, hidden=16, num_layers=2, dropout=0.2))
     runs = [fit(cfg, toy, np.arange(32), np.arange(32, 48), progress=False) for _ in range(2)]
@@ -132,6 +134,7 @@ def test_predict_keeps_order_and_is_batch_independent(toy):
     assert kernel.predict_log_ns(r_model, norm, []).shape == (0,)
 
 
+@pytest.mark.slow
 def test_resume_per_epoch(tmp_path, toy):
     work = tmp_path / "work"
     r2 = fit(
@@ -175,6 +178,7 @@ SUBPROCESS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_data_parallel_on_4_host_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     proc = subprocess.run(

@@ -128,6 +128,7 @@ def test_wheel_carries_bundled_data_and_checkpoints(wheel):
         assert needed in names, f"{needed} is not in {wheel.name}"
 
 
+@pytest.mark.notebooks
 @pytest.mark.timeout(1500)
 def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path):
     venv = tmp_path / "venv"

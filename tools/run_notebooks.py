@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -36,6 +37,21 @@ def execute(path: Path, out_dir: Path, timeout: int) -> Path:
     return target
 
 
+def longest_cells(notebook: Path, top: int = 3) -> list[tuple[float, str]]:
+    """The ``top`` code cells that took longest, as (seconds, first line), from the execution
+    timestamps nbclient records in each cell's metadata."""
+    nb = nbformat.read(notebook, as_version=4)
+    timed = []
+    for cell in nb.cells:
+        times = cell.get("metadata", {}).get("execution", {})
+        start, end = times.get("iopub.execute_input"), times.get("shell.execute_reply")
+        if cell.cell_type == "code" and start and end:
+            seconds = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+            first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+            timed.append((seconds, first[:70]))
+    return sorted(timed, reverse=True)[:top]
+
+
 def to_html(notebook: Path) -> Path:
     from nbconvert import HTMLExporter
 
@@ -43,6 +59,15 @@ def to_html(notebook: Path) -> Path:
     html = notebook.with_suffix(".html")
     html.write_text(body, encoding="utf-8")
     return html
+
+
+def _device() -> str:
+    """This machine as `tpucost.device` describes it (in a child process: JAX stays out of this one)."""
+    import subprocess
+
+    code = "from tpucost import device; print(device.describe(device.fingerprint()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    return out.stdout.strip() or "an unknown device"
 
 
 def main() -> int:
@@ -55,6 +80,9 @@ def main() -> int:
     if args.smoke:
         os.environ["TPUCOST_SMOKE"] = "1"
     notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("0*.ipynb"))
+    print(
+        f"{datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, load average {os.getloadavg()[0]:.2f}, on {_device()}"
+    )
     for path in notebooks:
         start = time.time()
         print(f"running {path.name} ...", flush=True)
@@ -68,6 +96,8 @@ def main() -> int:
             return 1
         html = to_html(executed)
         print(f"  done in {time.time() - start:.0f} s -> {executed} and {html.name}", flush=True)
+        for seconds, first in longest_cells(executed):
+            print(f"    {seconds:6.1f} s  {first}", flush=True)
     print(f"executed notebooks and HTML are in {args.out.resolve()}")
     return 0
 

@@ -125,17 +125,30 @@ def feature_heatmap(
     ax: plt.Axes | None = None,
     drop_zero_columns: bool = True,
 ) -> plt.Axes:
-    """Heatmap of a kernel's node feature matrix (rows: nodes, columns: named features)."""
+    """Heatmap of a kernel's node feature matrix: one row per feature (named), one column per node
+    (numbered, with its opcode), so that every label reads horizontally at a legible size."""
 
-    rows = [f"{i}: {OPCODE_VOCAB[int(op)]}" for i, op in enumerate(graph.opcodes)]
-    frame = pd.DataFrame(np.asarray(graph.node_features), index=rows, columns=list(feature_names))
+    columns = [f"{i}: {OPCODE_VOCAB[int(op)]}" for i, op in enumerate(graph.opcodes)]
+    frame = pd.DataFrame(np.asarray(graph.node_features).T, index=list(feature_names), columns=columns)
     if drop_zero_columns:
-        frame = frame.loc[:, (frame != 0).any(axis=0)]
+        frame = frame.loc[(frame != 0).any(axis=1)]
     if ax is None:
-        _, ax = plt.subplots(figsize=(min(0.22 * frame.shape[1] + 3, 22), 0.35 * frame.shape[0] + 2.5))
-    sns.heatmap(frame, ax=ax, cmap="viridis", cbar_kws={"label": "feature value (log-scaled magnitudes)"})
-    ax.set_title(f"node features of {graph.name} ({frame.shape[1]} non-zero of {len(feature_names)} columns)")
-    ax.tick_params(axis="x", labelsize=6)
+        _, ax = plt.subplots(figsize=(0.6 * frame.shape[1] + 4, 0.2 * frame.shape[0] + 1.5))
+    sns.heatmap(
+        frame,
+        ax=ax,
+        cmap="viridis",
+        xticklabels=True,
+        yticklabels=True,
+        cbar_kws={"label": "feature value (log-scaled magnitudes)"},
+    )
+    ax.set_title(
+        f"node features of {graph.name}: {frame.shape[0]} non-zero of {len(feature_names)} features "
+        f"(rows) for its {frame.shape[1]} nodes (columns)"
+    )
+    ax.set_xlabel("node: opcode")
+    ax.tick_params(axis="y", labelsize=8)
+    ax.tick_params(axis="x", labelsize=9, labelrotation=45)
     return ax
 
 
@@ -204,14 +217,29 @@ def kernel_timeline(measurement: Measurement, ax: plt.Axes | None = None, max_ro
     return ax
 
 
-def additivity_hist(table: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
-    """Distribution of summed kernel labels / wall time per (program, configuration), by family."""
+def additivity_hist(table: pd.DataFrame, ax: plt.Axes | None = None, clip: float = 2.5) -> plt.Axes:
+    """Distribution of summed kernel labels / wall time per (program, configuration), by family.
+
+    The x axis stops at ``clip``; how many pairs lie beyond it (and the largest ratio) is written
+    on the figure, so one extreme pair does not squeeze the others into a corner."""
 
     ax = _axes(ax, (8, 0.35 * table["family"].nunique() + 1.5))
     sns.boxplot(data=table, x="additivity_ratio", y="family", ax=ax, color="#a8dadc", fliersize=2)
 
     ax.axvspan(*ADDITIVE, color="#2a9d8f", alpha=0.12, label=f"{ADDITIVE[0]}-{ADDITIVE[1]}: adds up")
     ax.axvline(1.0, color="#264653", lw=1)
+    beyond = table["additivity_ratio"] > clip
+    if beyond.any():
+        ax.set_xlim(0, clip)
+        ax.text(
+            0.99,
+            0.99,
+            f"{int(beyond.sum())} pair(s) beyond {clip:g} (up to {table['additivity_ratio'].max():.1f}) not shown",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=8,
+        )
     ax.set_xlabel("sum of kernel labels / program wall time")
     ax.set_ylabel("program family")
     ax.set_title(f"additivity of {len(table):,} measured (program, configuration) pairs")
@@ -247,7 +275,7 @@ def runtime_by(frame: pd.DataFrame, by: str, ax: plt.Axes | None = None, top: in
 def opcode_frequencies(dataset: KernelDataset, ax: plt.Axes | None = None, top: int = 25) -> plt.Axes:
     """How many nodes of each opcode the data set's kernels hold (parameters left out)."""
 
-    counts = np.bincount(dataset.opcodes, minlength=len(OPCODE_VOCAB))
+    counts = np.bincount(dataset.table.opcodes, minlength=len(OPCODE_VOCAB))
     names = np.array(OPCODE_VOCAB)
     keep = [i for i in np.argsort(-counts) if names[i] != "parameter" and counts[i] > 0][:top]
     ax = _axes(ax, (8, 0.28 * len(keep) + 1.5))
@@ -260,14 +288,19 @@ def opcode_frequencies(dataset: KernelDataset, ax: plt.Axes | None = None, top: 
     return ax
 
 
-def kernel_sizes(frame: pd.DataFrame, ax: plt.Axes | None = None) -> plt.Axes:
-    """Histogram of kernel sizes in nodes (log scale)."""
+def kernel_sizes(frame: pd.DataFrame, ax: plt.Axes | None = None, bins: int = 30) -> plt.Axes:
+    """Histogram of kernel sizes in nodes, on log-spaced bins that each hold at least one whole
+    number (sizes are integers: narrower bins at the low end would stay empty)."""
 
     ax = _axes(ax, (7, 3.5))
-    sns.histplot(data=frame, x="n_nodes", log_scale=True, bins=30, ax=ax, color="#6d597a")
+    largest = int(frame["n_nodes"].max())
+    edges = np.unique(np.round(np.logspace(0, np.log10(largest + 1), bins))) + 0.5
+    edges = np.concatenate([[0.5], edges[edges > 0.5]])
+    ax.hist(frame["n_nodes"], bins=edges, color="#6d597a")
+    ax.set_xscale("log")
     ax.set_xlabel("nodes per kernel (log scale)")
     ax.set_ylabel("kernels")
-    ax.set_title(f"kernel size: {len(frame):,} kernels")
+    ax.set_title(f"kernel size: {len(frame):,} kernels, 1 to {largest} nodes")
     return ax
 
 
@@ -497,16 +530,29 @@ def top_k_curves(
     ax: plt.Axes | None = None,
     title: str = "top-k slowdown on the test kernels (lower is better)",
 ) -> plt.Axes:
-    """Mean top-k slowdown (%) against k, one line per method; ``curves[name][k-1]`` is the fraction for k."""
+    """Mean top-k slowdown (%) against k, one line per method; ``curves[name][k-1]`` is the fraction for k.
+
+    Methods that coincide (often all at 0%) stay visible: each line has its own style and marker,
+    and its points are shifted sideways a little."""
     ax = _axes(ax, (6.5, 4))
-    for name, values in curves.items():
-        ks = np.arange(1, len(values) + 1)
-        ax.plot(ks, 100.0 * np.asarray(values, dtype=float), marker="o", label=name)
-    ax.set_xlabel("k (configurations measured, best predicted first)")
+    styles = ["-", "--", ":", "-."]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    shift = np.linspace(-0.15, 0.15, len(curves)) if len(curves) > 1 else [0.0]
+    for i, (name, values) in enumerate(curves.items()):
+        ks = np.arange(1, len(values) + 1) + shift[i]
+        ax.plot(
+            ks,
+            100.0 * np.asarray(values, dtype=float),
+            linestyle=styles[i % len(styles)],
+            marker=markers[i % len(markers)],
+            markersize=5,
+            label=name,
+        )
+    ax.set_xlabel("k (configurations measured, best predicted first; points shifted sideways)")
     ax.set_ylabel("slowdown vs the true best (%, symlog scale)")
     ax.set_yscale("symlog", linthresh=1.0)  # 0 stays visible; 1% .. 1000% on one axis
     ax.set_title(title)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=-0.1)
     ax.legend()
     return ax
 

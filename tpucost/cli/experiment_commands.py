@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from tpucost import results
 from tpucost.cli.common import fail, names
 from tpucost.cli.kernel_commands import kernel_dataset
 from tpucost.cli.tile_commands import tile_dataset
@@ -40,7 +41,11 @@ def cmd_tile_seeds(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    print(kernel.markdown_tables(args.dir), end="")
+    if args.readme:
+        for name, table in results.readme_tables().items():
+            print(f"{name}:\n\n{table}\n")
+        return 0
+    print(results.checkpoint_tables(args.dir), end="")
     return 0
 
 
@@ -68,7 +73,12 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_tile_seeds)
     p = e.add_parser(
-        "tables", help="Markdown tables of a checkpoint folder's results (default: the bundled ones)"
+        "tables",
+        help="Markdown tables of a checkpoint folder's results (default: the bundled ones; the "
+        "checkpoints README shows them), or with --readme the tables of the README",
     )
     p.add_argument("dir", nargs="?", default=None)
+    p.add_argument(
+        "--readme", action="store_true", help="the README's tables, from the bundled data, models and reports"
+    )
     p.set_defaults(func=cmd_tables)

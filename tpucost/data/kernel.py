@@ -92,6 +92,7 @@ __all__ = [
     "load_kernel_dataset",
     "default_data_dir",
     "SPLITS",
+    "first_test_programs",
     "ProgramRows",
     "split",
     "split_random",
@@ -505,6 +506,14 @@ def split(ds: KernelDataset, name: str, seed: int = 0) -> Split:
     if name == "hard":
         return split_hard(ds)
     raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
+
+
+def first_test_programs(ds: KernelDataset, split: Split, n: int) -> Split:
+    """``split`` scoring only its first ``n`` test programs and the test kernels they ran (quick
+    evaluations, e.g. a notebook's smoke run); the training and validation parts are unchanged."""
+    ids = split.test_ids[:n]
+    test = np.intersect1d(split.test, program_rows(ds, ids).kernel)
+    return dataclasses.replace(split, test_ids=ids, test=test)
 
 
 def program_rows(ds: KernelDataset, programs: Sequence[str] | np.ndarray) -> ProgramRows:

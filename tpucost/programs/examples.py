@@ -83,12 +83,12 @@ def transformer(config: Mapping[str, Any]) -> tuple[Callable[..., Any], tuple[An
     2 x 64 tokens); ``config["remat_<i>"]`` is layer i's `jax.checkpoint` policy (`REMAT_POLICIES`)."""
     h = _TRANSFORMER
     policies = [config.get(f"remat_{i}", "none") for i in range(h["layers"])]
-    blocks = [blocks.remat(functools.partial(_attention_block, heads=h["heads"]), p) for p in policies]
+    layers = [blocks.remat(functools.partial(_attention_block, heads=h["heads"]), p) for p in policies]
 
     def loss(params, batch):
         tokens = batch["tokens"]
         x = params["embed"][tokens[:, :-1]]
-        for block, p in zip(blocks, params["layers"], strict=True):
+        for block, p in zip(layers, params["layers"], strict=True):
             x = block(p, x)
         logits = x @ params["out"]
         return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()

@@ -1,13 +1,17 @@
-"""Solutions to the exercises of notebook 01 (from a JAX program to kernels). Each returns what it prints.
+"""Solutions to the exercises of notebook 01 (from a JAX program to kernels), and their self-checks.
 
-The model is notebook 01's small CNN (`SmallCNN`), built here again so that every solution runs on
-its own: ``exercise_1(batch=2, image=8, channels=4)`` takes seconds on a laptop CPU.
+``exercise_N`` solves exercise N and returns what it prints; ``check_N`` grades a learner's answer
+against it (`tpucost.solutions.grading`). The model is notebook 01's small CNN (`SmallCNN`), built
+here again so that every solution runs on its own: ``exercise_1(batch=2, image=8, channels=4)``
+takes seconds on a laptop CPU.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -17,6 +21,7 @@ from flax import nnx
 
 from tpucost import compat, features, hlo, kernels
 from tpucost.measure import compile_fn
+from tpucost.solutions.grading import WrongAnswer, correct, not_attempted, quietly, require
 
 #: Compile options that switch off XLA:CPU's library (YNNPACK/XNNPACK) fusions: the corpus's
 #: ``no_library_fusion`` configuration.
@@ -68,8 +73,8 @@ def exercise_1(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str,
 
     Both pool with one ``reduce-window`` op; its reducer (``add`` or ``maximum``) is a computation
     of its own (``to_apply``), not a node of the kernel. Average pooling then multiplies by 1/4
-    (a ``multiply`` with its ``broadcast`` constant); max pooling passes its initial value
-    (-inf) in as a ``parameter`` instead. ``opcode_difference`` is max minus avg over the kernels
+    (a ``multiply`` with its ``broadcast`` constant), which max pooling drops; inside a YNNPACK
+    fusion, max pooling's initial value (-inf) comes in as a ``parameter``. ``opcode_difference`` is max minus avg over the kernels
     that changed.
     """
     ks = {pool: _kernels(compiled_hlo(batch, image, channels, pool)) for pool in ("avg", "max")}
@@ -135,11 +140,12 @@ def exercise_3(
     return changed
 
 
-def exercise_4(text: str | None = None) -> dict[str, Any]:
+def exercise_4(text: str | None = None, path: str | os.PathLike | None = None) -> dict[str, Any]:
     """Kernels of the module as the CLI counts them, then the error for a corrupted line.
 
     The corruption deletes the ``=`` of the ROOT instruction of the entry computation; the parser
     names the line and column (``python -m tpucost hlo FILE`` prints ``FILE:LINE:COLUMN: message``).
+    With ``path``, the corrupted module is also written there (what the learner's file holds).
     """
     text = text or compiled_hlo(2, 8, 4)
     module = hlo.parse_module(text)
@@ -148,6 +154,8 @@ def exercise_4(text: str | None = None) -> dict[str, Any]:
     root = next(i for i in range(entry, len(lines)) if lines[i].lstrip().startswith("ROOT"))
     broken = lines.copy()
     broken[root] = broken[root].replace(" = ", " ", 1)
+    if path is not None:
+        Path(path).write_text("\n".join(broken) + "\n")
     try:
         hlo.parse_module("\n".join(broken))
     except hlo.HloParseError as err:
@@ -181,3 +189,111 @@ def exercise_5(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str,
         }
     print(answer)
     return answer
+
+
+# ---------------------------------------------------------------------------------------------
+# Self-checks: ``check_N(answer, ...)`` grades exercise N (see `tpucost.solutions.grading`)
+# ---------------------------------------------------------------------------------------------
+
+
+def check_1(changed_kernel: str | None, batch: int, image: int, channels: int) -> bool:
+    """The name of the kernel that changes when average pooling becomes max pooling."""
+    if changed_kernel is None:
+        return not_attempted(1, "changed_kernel to a kernel's name (a string)")
+    answer = quietly(exercise_1, batch, image, channels)
+    names = {k.name for k in _kernels(compiled_hlo(batch, image, channels))}
+    require(
+        changed_kernel in names,
+        1,
+        f"{changed_kernel!r} is not a kernel of the default compile; use a name from [k.name for k in ks].",
+    )
+    require(
+        changed_kernel in answer["changed_kernels"],
+        1,
+        f"{changed_kernel} is the same in both compiles. Compare the ops of each kernel "
+        "(Counter(n.opcode for n in k.nodes)) between the two pooling variants.",
+    )
+    return correct(1, "Now look at which ops it lost or gained, and why.")
+
+
+def check_2(kernels_fusion_off: int | None, batch: int, image: int, channels: int) -> bool:
+    """The number of kernels with XLA's fusion pass off."""
+    if kernels_fusion_off is None:
+        return not_attempted(2, "kernels_fusion_off to the number of kernels (an int)")
+    answer = quietly(exercise_2, batch, image, channels)
+    require(
+        kernels_fusion_off != answer["default"],
+        2,
+        "that is the default compile's count; pass compiler_options={'xla_disable_hlo_passes': 'fusion'} "
+        "to .compile().",
+    )
+    require(
+        kernels_fusion_off == answer["fusion_off"],
+        2,
+        "count kernels.decompose(hlo.parse_module(text)) of the compile with the fusion pass off, "
+        "at the notebook's BATCH, IMAGE and CHANNELS.",
+    )
+    return correct(2)
+
+
+def check_3(changed_columns: Any, sizes: tuple[tuple[int, int], tuple[int, int]], channels: int) -> bool:
+    """The feature columns that change when BATCH and IMAGE double."""
+    if changed_columns is None:
+        return not_attempted(3, "changed_columns to a set of column names")
+    expected = set(quietly(exercise_3, sizes, channels))
+    answer = set(changed_columns)
+    unknown = answer - set(features.NODE_FEATURE_NAMES)
+    require(not unknown, 3, f"{sorted(unknown)} are not in features.NODE_FEATURE_NAMES.")
+    require(
+        answer == expected,
+        3,
+        f"{len(answer - expected)} of your columns do not change, and {len(expected - answer)} that "
+        "change are missing. Compare the two feature matrices column by column (np.allclose).",
+    )
+    return correct(3)
+
+
+def check_4(corrupted_file: str | os.PathLike | None, error_line: int | None, original_text: str) -> bool:
+    """The line the CLI's error names, for a copy of ``original_text`` with one ``=`` deleted."""
+    if corrupted_file is None or error_line is None:
+        return not_attempted(4, "corrupted_file (its path) and error_line (an int)")
+    path = Path(corrupted_file)
+    require(path.is_file(), 4, f"there is no file {path}; save hlo_text to it first.")
+    old, new = original_text.splitlines(), path.read_text().splitlines()
+    require(
+        len(old) == len(new),
+        4,
+        f"{path} has {len(new)} lines, hlo_text {len(old)}; change one line, delete none.",
+    )
+    differ = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+    require(
+        len(differ) == 1 and new[differ[0]].count("=") < old[differ[0]].count("="),
+        4,
+        f"{path} differs from hlo_text on {len(differ)} lines; delete the '=' of exactly one instruction line.",
+    )
+    try:
+        hlo.parse_module(path.read_text())
+    except hlo.HloParseError as err:
+        parser_line = err.line
+    else:
+        raise WrongAnswer(f"exercise 4: not yet. {path} still parses; delete an instruction's '='.")
+    require(
+        int(error_line) == parser_line,
+        4,
+        "read LINE from the message FILE:LINE:COLUMN: ...; lines count from 1.",
+    )
+    return correct(4, f"It is the line you changed ({differ[0] + 1}).")
+
+
+def check_5(window_from_features: Any, batch: int, image: int, channels: int) -> bool:
+    """The convolution's window size, read back from its feature columns."""
+    if window_from_features is None:
+        return not_attempted(5, "window_from_features to a tuple of ints")
+    answer = quietly(exercise_5, batch, image, channels)["default"]
+    got = tuple(int(round(float(v))) for v in window_from_features)
+    require(
+        got == answer["from_features"],
+        5,
+        "the columns hold log1p(size): undo it with np.expm1 and round to an int.",
+    )
+    return correct(5, "Now compare it with the window attribute of the compile without library fusions.")

@@ -1,4 +1,7 @@
-"""Solutions to the exercises of notebook 03 (training and evaluating the cost model). Each returns what it prints.
+"""Solutions to the exercises of notebook 03 (training and evaluating the cost model), and their self-checks.
+
+``exercise_N`` solves exercise N and returns what it prints; ``check_N`` grades a learner's answer
+against it (`tpucost.solutions.grading`).
 
 The training exercises compare short runs: one run per setting says little, because two seeds of
 the same setting differ too. They train every setting with several seeds and report the mean and
@@ -8,6 +11,7 @@ the spread; a difference smaller than the spread is noise.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +29,15 @@ from tpucost.data.kernel import KernelDataset
 from tpucost.data.splits import Split
 from tpucost.features import KernelGraph
 from tpucost.models import GraphSAGE, ModelConfig
+from tpucost.solutions.grading import (
+    check_conclusion,
+    check_runs,
+    close,
+    correct,
+    not_attempted,
+    quietly,
+    require,
+)
 from tpucost.tasks import kernel
 
 
@@ -201,3 +214,112 @@ def exercise_5(
     )
     _summary(runs)
     return runs
+
+
+# ---------------------------------------------------------------------------------------------
+# Self-checks: ``check_N(answer, ...)`` grades exercise N (see `tpucost.solutions.grading`)
+# ---------------------------------------------------------------------------------------------
+
+
+def check_1(my_layer: Callable[..., Any], layer: Any, h: jax.Array, graph: jraph.GraphsTuple) -> bool:
+    """A hand-written mean layer, ``my_layer(layer, h, senders, receivers)``, against ``layer``
+    (a layer of a model built with ``reduce="mean"``)."""
+    mine = my_layer(layer, h, graph.senders, graph.receivers)
+    if mine is None:
+        return not_attempted(1, "my_mean_layer to return your layer's output")
+    mine = np.asarray(mine)
+    library = np.asarray(layer(h, graph.senders, graph.receivers))
+    require(
+        mine.shape == library.shape, 1, f"your output has shape {mine.shape}, the layer's {library.shape}."
+    )
+    as_sum = np.asarray(sage_layer_by_hand(layer, h, graph.senders, graph.receivers, "sum"))
+    require(
+        not np.allclose(mine, as_sum, rtol=1e-5, atol=1e-6)
+        or np.allclose(as_sum, library, rtol=1e-5, atol=1e-6),
+        1,
+        "that is still the sum: divide each node's summed messages by its number of neighbours in "
+        "that direction (at least 1).",
+    )
+    require(
+        np.allclose(mine, library, rtol=1e-5, atol=1e-6),
+        1,
+        f"largest difference {float(np.max(np.abs(mine - library))):.2e}. Count each direction's "
+        "neighbours separately (operands: per receiver; users: per sender) and normalise after combine.",
+    )
+    return correct(1)
+
+
+def check_2(hard_gnn_mape: float | None) -> bool:
+    """The bundled GNN's median MAPE (kernels >= 5 us) on the hard split, from its evaluation.json."""
+    if hard_gnn_mape is None:
+        return not_attempted(2, "hard_gnn_mape to a percentage (a float)")
+    stored = {
+        name: json.loads((costmodel.default_model_dir(name) / "evaluation.json").read_text())["results"]
+        for name in ("random", "hard")
+    }
+    expected = stored["hard"]["gnn"]["mape_ge5us"]
+    require(
+        close(hard_gnn_mape, expected, 0.5)
+        or not close(hard_gnn_mape, stored["random"]["gnn"]["mape_ge5us"], 0.5),
+        2,
+        "that is the random split's figure; load the hard split's models (SPLIT = 'hard').",
+    )
+    require(
+        close(hard_gnn_mape, expected, 0.5),
+        2,
+        "read the gnn row's 'MAPE >=5us' (a percentage) of Table 2 on the hard split's test programs.",
+    )
+    return correct(2)
+
+
+def check_3(
+    tau_rarity: float | None,
+    ds: KernelDataset,
+    split: Split,
+    predict: Callable[[list[KernelGraph]], np.ndarray],
+) -> bool:
+    """Kendall's tau between a kind's median error on the test kernels and its training kernels."""
+    if tau_rarity is None:
+        return not_attempted(3, "tau_rarity to a float")
+    answer = quietly(exercise_3, ds, split, predict)
+    require(
+        close(tau_rarity, answer["kendall_tau"], 0.05),
+        3,
+        "per kind: the median absolute percentage error over its test kernels, and its number of "
+        "training kernels (ds.kind[split.train]); then one tau over the kinds.",
+    )
+    return correct(3, "How many test kernels does each median rest on?")
+
+
+def _check_training_runs(
+    exercise: int, runs: Any, settings: set[str], best: Any, real: Any, names: str
+) -> bool:
+    if runs is None or best is None or real is None:
+        return not_attempted(exercise, names)
+    check_runs(exercise, runs, "setting", "best_val_loss", settings)
+    return check_conclusion(exercise, runs, "setting", "best_val_loss", True, best, real)
+
+
+def check_4(reduce_runs: pd.DataFrame | None, best_reduce: str | None, lead_is_real: bool | None) -> bool:
+    """The runs of exercise 4 and the two conclusions drawn from them: the reduction with the lowest
+    mean validation loss, and whether its lead is larger than the spread between seeds."""
+    return _check_training_runs(
+        4,
+        reduce_runs,
+        {"sum", "mean", "max"},
+        best_reduce,
+        lead_is_real,
+        "reduce_runs (your runs), best_reduce and lead_is_real",
+    )
+
+
+def check_5(pooling_runs: pd.DataFrame | None, best_pooling: str | None, lead_is_real: bool | None) -> bool:
+    """As `check_4`, for the graph poolings (settings named like ``"sum+max"``)."""
+    return _check_training_runs(
+        5,
+        pooling_runs,
+        {"sum+max", "mean", "mean+max"},
+        best_pooling,
+        lead_is_real,
+        "pooling_runs (your runs), best_pooling and lead_is_real",
+    )

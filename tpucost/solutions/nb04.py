@@ -1,4 +1,8 @@
-"""Solutions to the exercises of notebook 04 (tile selection). Each returns what it prints."""
+"""Solutions to the exercises of notebook 04 (tile selection), and their self-checks.
+
+``exercise_N`` solves exercise N and returns what it prints; ``check_N`` grades a learner's answer
+against it (`tpucost.solutions.grading`).
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,24 @@ import pandas as pd
 from tpucost import evaluate, tiles, train
 from tpucost.data import tile as tile_data
 from tpucost.data.splits import Split
+from tpucost.solutions.grading import (
+    check_conclusion,
+    check_runs,
+    close,
+    correct,
+    not_attempted,
+    quietly,
+    require,
+)
 from tpucost.tasks import tile as tile_task
+
+#: Exercise 1's kernel and problem shape.
+ATTENTION_SHAPE = (4, 512, 64)
 
 
 def exercise_1() -> dict[str, Any]:
     """Legal configurations of attention at (4, 512, 64) and the block dims they name."""
-    configs = tiles.legal_configs("attention", (4, 512, 64))
+    configs = tiles.legal_configs("attention", ATTENTION_SHAPE)
     answer = {"legal_configs": len(configs), "block_keys": sorted(configs[0]) if configs else []}
     print(answer)
     return answer
@@ -42,7 +58,15 @@ def exercise_2(
                 ds, split, loss, workdir=None, config=dataclasses.replace(config, seed=seed), progress=False
             )
             m = _test_scores(result, ds, split)
-            rows.append({"loss": loss, "seed": seed, "kendall_mean": m["kendall_mean"], "top1": m["top1"]})
+            rows.append(
+                {
+                    "loss": loss,
+                    "seed": seed,
+                    "kendall_mean": m["kendall_mean"],
+                    "top1": m["top1"],
+                    "best_val_loss": result.best_val_loss,
+                }
+            )
     table = pd.DataFrame(rows)
     print(table.round(3).to_string(index=False))
     return table
@@ -75,3 +99,77 @@ def exercise_4(ds: tile_data.TileDataset, split: Split, config: train.TrainConfi
     table = pd.DataFrame(rows)
     print(table.round(3).to_string(index=False))
     return table
+
+
+# ---------------------------------------------------------------------------------------------
+# Self-checks: ``check_N(answer, ...)`` grades exercise N (see `tpucost.solutions.grading`)
+# ---------------------------------------------------------------------------------------------
+
+
+def check_1(n_attention: int | None, block_dims: Any) -> bool:
+    """The number of legal configurations of attention at `ATTENTION_SHAPE`, and their block dims."""
+    if n_attention is None or block_dims is None:
+        return not_attempted(1, "n_attention (an int) and block_dims (a set of names)")
+    answer = quietly(exercise_1)
+    require(
+        set(block_dims) == set(answer["block_keys"]),
+        1,
+        "the block dims are the keys of one configuration dict, e.g. tiles.legal_configs(...)[0].",
+    )
+    require(
+        n_attention == answer["legal_configs"],
+        1,
+        f"count tiles.legal_configs('attention', {ATTENTION_SHAPE}), at exactly that shape.",
+    )
+    return correct(1)
+
+
+def check_2(loss_runs: pd.DataFrame | None, best_loss: str | None, lead_is_real: bool | None) -> bool:
+    """The runs of exercise 2 (columns loss, seed, kendall_mean) and the conclusions drawn from them:
+    the loss with the highest mean tau, and whether its lead is larger than the seed spread."""
+    if loss_runs is None or best_loss is None or lead_is_real is None:
+        return not_attempted(2, "loss_runs (your runs), best_loss and lead_is_real")
+    check_runs(2, loss_runs, "loss", "kendall_mean", {"hinge", "logistic", "listwise"})
+    return check_conclusion(2, loss_runs, "loss", "kendall_mean", False, best_loss, lead_is_real)
+
+
+def check_3(hard_analytical: float | None, ds: tile_data.TileDataset) -> bool:
+    """The analytical model's mean Kendall tau on the hard split (held-out families)."""
+    if hard_analytical is None:
+        return not_attempted(3, "hard_analytical to a float")
+    table = tile_task.evaluate_tile_models(ds, "hard")
+    random_table = tile_task.evaluate_tile_models(ds, "random")
+    expected = table["analytical"]["kendall_mean"]
+    require(
+        close(hard_analytical, expected, 0.01)
+        or not close(hard_analytical, random_table["analytical"]["kendall_mean"], 1e-3),
+        3,
+        "that is the random split's figure; rerun section 4 with SPLIT = 'hard'.",
+    )
+    require(
+        close(hard_analytical, expected, 0.01),
+        3,
+        "read the analytical row's kendall_mean in section 4's table on the hard split.",
+    )
+    return correct(3)
+
+
+def check_4(join_runs: pd.DataFrame | None, early_slowdown: float | None) -> bool:
+    """The runs of exercise 4 (columns join, kendall_mean, train_seconds) and how many times as
+    long an early-join run trained as a late-join one (mean over runs of each)."""
+    if join_runs is None or early_slowdown is None:
+        return not_attempted(4, "join_runs (your runs) and early_slowdown (a float)")
+    require(
+        {"join", "kendall_mean", "train_seconds"} <= set(join_runs.columns),
+        4,
+        "the table needs the columns join, kendall_mean and train_seconds.",
+    )
+    require({"late", "early"} <= set(join_runs["join"]), 4, "train at least one run with each join.")
+    seconds = join_runs.groupby("join")["train_seconds"].mean()
+    ratio = float(seconds["early"] / seconds["late"])
+    require(
+        close(early_slowdown, ratio, 0.02 * ratio),
+        4,
+        "divide the early join's training seconds by the late join's (not the other way round).",
+    )
+    return correct(4, f"Early joining trained {ratio:.1f}x as long.")

@@ -1,4 +1,8 @@
-"""Solutions to the exercises of notebook 05 (the autotuner). Each returns what it prints."""
+"""Solutions to the exercises of notebook 05 (the autotuner), and their self-checks.
+
+``exercise_N`` solves exercise N and returns what it prints; ``check_N`` grades a learner's answer
+against it (`tpucost.solutions.grading`).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 import pandas as pd
 
 from tpucost import autotune
+from tpucost.solutions.grading import close, correct, not_attempted, quietly, require
 
 
 def exercise_1(program: str = "example:transformer") -> dict[str, Any]:
@@ -144,24 +150,41 @@ class CoordinateDescent:
             self.best, self.best_cost, self.stale = dict(config), cost, 0
 
 
+#: Exercise 4's synthetic search space and its minimum: four knobs of six choices each.
+BOWL_SPACE = autotune.Space({f"k{i}": list(range(6)) for i in range(4)})
+BOWL_CENTRE = (2, 5, 0, 3)
+
+
 def _bowl(config: dict[str, int]) -> float:
-    return 1.0 + sum((v - t) ** 2 for v, t in zip(config.values(), (2, 5, 0, 3), strict=False))
+    """1.0 at `BOWL_CENTRE`, growing with the squared distance from it, knob by knob."""
+    return 1.0 + sum((v - t) ** 2 for v, t in zip(config.values(), BOWL_CENTRE, strict=True))
+
+
+class Bowl:
+    """`_bowl` as an evaluator (no device)."""
+
+    uses_device = False
+
+    def __call__(self, config: autotune.Config) -> autotune.Evaluation:
+        return autotune.Evaluation(_bowl(config), 0.0)
+
+
+def bowl_search(strategy: Any, n_candidates: int) -> list[tuple[autotune.Config, autotune.Evaluation]]:
+    """``strategy`` on the bowl from the default (all zeros), at most ``n_candidates`` candidates."""
+    return autotune.run_search(
+        BOWL_SPACE,
+        Bowl(),
+        strategy,
+        BOWL_SPACE.default,
+        np.random.default_rng(0),
+        max_candidates=n_candidates,
+    )
 
 
 def exercise_4(n_candidates: int = 300, program: str = "example:tiled_mlp") -> dict[str, Any]:
     """A strategy of one's own (`CoordinateDescent`) beside simulated annealing: on a synthetic
     bowl, and on the tile space scored by the tile model (no device)."""
-
-    class Bowl:
-        uses_device = False
-
-        def __call__(self, config):
-            return autotune.Evaluation(_bowl(config), 0.0)
-
-    space = autotune.Space({f"k{i}": list(range(6)) for i in range(4)})
-    order = autotune.run_search(
-        space, Bowl(), CoordinateDescent, space.default, np.random.default_rng(0), max_candidates=n_candidates
-    )
+    order = bowl_search(CoordinateDescent, n_candidates)
     result: dict[str, Any] = {
         "synthetic_best": min(ev.cost_ns for _, ev in order),
         "synthetic_candidates": len(order),
@@ -182,3 +205,93 @@ def exercise_4(n_candidates: int = 300, program: str = "example:tiled_mlp") -> d
     result["tile predicted, default"] = predictor(tunable.space.default).cost_ns
     print(result)
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Self-checks: ``check_N(answer, ...)`` grades exercise N (see `tpucost.solutions.grading`)
+# ---------------------------------------------------------------------------------------------
+
+#: Candidates a coordinate descent needs on the bowl: the start, then five new choices per knob.
+BOWL_CANDIDATES = 1 + 4 * 5
+
+
+def check_1(n_configurations: int | None, choices_per_knob: dict[str, int] | None) -> bool:
+    """The size of example:transformer's program space and the number of choices of each knob."""
+    if n_configurations is None or choices_per_knob is None:
+        return not_attempted(1, "n_configurations (an int) and choices_per_knob (a dict knob -> int)")
+    answer = quietly(exercise_1)
+    require(
+        dict(choices_per_knob) == answer["knobs"],
+        1,
+        "one entry per knob of space.knobs, with len() of its list of choices.",
+    )
+    require(
+        n_configurations == answer["size"],
+        1,
+        "a configuration picks one choice per knob: multiply the numbers of choices.",
+    )
+    return correct(1)
+
+
+def check_2(search_runs: pd.DataFrame | None, gains_more: str | None) -> bool:
+    """Which search (anneal or random) gains more from the model, from the learner's table
+    (columns search, strategy, speedup_vs_default; the mean over starts and seeds of each)."""
+    if search_runs is None or gains_more is None:
+        return not_attempted(2, "search_runs (your table) and gains_more ('anneal' or 'random')")
+    require(
+        {"search", "strategy", "speedup_vs_default"} <= set(search_runs.columns),
+        2,
+        "the table needs the columns search, strategy and speedup_vs_default (solutions.exercise_2's).",
+    )
+    require({"anneal", "random"} <= set(search_runs["search"]), 2, "run both searches, anneal and random.")
+    mean = search_runs.groupby(["search", "strategy"])["speedup_vs_default"].mean()
+    gain = {s: mean[s]["model_guided"] - mean[s]["device_only"] for s in ("anneal", "random")}
+    expected = max(gain, key=gain.get)
+    require(
+        gains_more == expected,
+        2,
+        "for each search, subtract the device-only speedup from the model-guided one (both over "
+        "the default); the larger difference is the larger gain.",
+    )
+    return correct(2, f"Gain from the model: anneal {gain['anneal']:+.3f}, random {gain['random']:+.3f}.")
+
+
+def check_3(spec: str | None) -> bool:
+    """A program of the learner's own (``FILE.py:NAME``) that the autotuner can search."""
+    if spec is None:
+        return not_attempted(3, 'my_spec to "my_program.py:my_mlp"')
+    require(
+        not str(spec).startswith("example:"), 3, "that is a bundled example; write a program of your own."
+    )
+    tunable = autotune.load_tunable(spec, "program")
+    require(
+        len(tunable.space.knobs) >= 2 and all(len(v) >= 2 for v in tunable.space.knobs.values()),
+        3,
+        "give the space at least two knobs with at least two choices each.",
+    )
+    fn, args = tunable.build(tunable.space.default)
+    require(callable(fn), 3, "the function must return (fn, args) with fn callable.")
+    jax.jit(fn).lower(*args).compile()
+    return correct(3, f"{spec} has {tunable.space.size} configurations and compiles.")
+
+
+def check_4(strategy: Any) -> bool:
+    """A strategy of the learner's own that, like coordinate descent, reaches the bowl's minimum
+    within `BOWL_CANDIDATES` candidates (random search and annealing do not)."""
+    if strategy is None:
+        return not_attempted(4, "MyStrategy to your strategy class")
+    require(
+        not isinstance(strategy, str) and strategy not in autotune.STRATEGIES.values(),
+        4,
+        "that is a built-in strategy; write a class of your own.",
+    )
+    found = bowl_search(strategy, BOWL_CANDIDATES)
+    best = min((ev.cost_ns for _, ev in found), default=float("inf"))
+    require(
+        close(best, 1.0, 1e-9),
+        4,
+        f"best {best:g} after {len(found)} candidates. Sweep one knob at a time from the best "
+        "configuration so far (propose each of its choices, keep the best in observe), then the next "
+        "knob; on this bowl that finds the minimum in one sweep.",
+    )
+    return correct(4, f"Found the minimum after {len(found)} candidates.")

@@ -68,7 +68,6 @@ __all__ = [
     "program_totals",
     "HPARAM_TRIALS",
     "hparam_search",
-    "markdown_tables",
 ]
 
 #: The methods of an experiment folder, in table order: gnn, lstm, analytical.
@@ -674,76 +673,3 @@ def hparam_search(
         min(done["trials"], key=lambda t: t["val_mape_ge5us"])["trial"] if done["trials"] else None
     )
     return done
-
-
-_TABLE_HEADER = (
-    "| method | MAPE >=5us (%) | MAPE <5us (%) | Kendall tau | rows | programs |\n"
-    "| --- | --- | --- | --- | --- | --- |"
-)
-
-
-def _table_row(method: str, r: dict[str, Any]) -> str:
-    return (
-        f"| {method} | {r['mape_ge5us']:.1f} | {r['mape_lt5us']:.1f} | {r['kendall_median']:.3f} "
-        f"| {r['n_kernels']} | {r['n_programs']} |"
-    )
-
-
-def _split_tables(report: dict[str, Any]) -> str:
-    """One split's section: sizes, all-kernel and unseen tables, dispatch overhead, training time."""
-    results = report["results"]
-    out = [
-        f"## {report['split']} split: {report['train_programs']} / {report['val_programs']} / "
-        f"{report['test_programs']} programs; {report['train_kernels']} train / {report['val_kernels']} "
-        f"validation / {report['test_kernels']} test kernels",
-        "",
-        "all kernels the test programs ran:",
-        "",
-        _TABLE_HEADER,
-    ]
-    out += [_table_row(m, results[m]) for m in METHODS if m in results]
-    out += ["", "unseen test kernels only:", "", _TABLE_HEADER]
-    out += [_table_row(m, results[m]["unseen"]) for m in METHODS if m in results]
-    dispatch = report.get("dispatch_ns_per_kernel")
-    if dispatch is not None:
-        out += ["", f"Dispatch overhead per kernel (training programs' runs): {dispatch:.0f} ns"]
-    seconds = ", ".join(f"{m} {s:.0f}" for m, s in report["train_seconds"].items())
-    epochs = ", ".join(f"{m} {len(h['val_loss'])}" for m, h in report.get("histories", {}).items())
-    out += ["", f"Training seconds: {seconds}; epochs run: {epochs}"]
-    return "\n".join(out)
-
-
-def _search_table(search: dict[str, Any]) -> str:
-    """The hyperparameter search: one row per trial, validation programs only."""
-    out = [
-        f"## Hyperparameter search (validation programs of the random split, {search['trials'][0]['val_programs']} "
-        "programs)",
-        "",
-        "| trial | changed from the defaults | val MAPE >=5us (%) | val MAPE <5us (%) | val Kendall "
-        "tau | epochs | seconds |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    base = search["trials"][0]["config"]
-    for t in search["trials"]:
-        changed = {k: v for k, v in t["config"].items() if k != "model" and v != base[k]}
-        changed |= {k: v for k, v in t["config"]["model"].items() if v != base["model"][k]}
-        out.append(
-            f"| {t['trial']} | {changed or '-'} | {t['val_mape_ge5us']:.1f} | {t['val_mape_lt5us']:.1f} "
-            f"| {t['val_kendall_median']:.3f} | {t['epochs_run']} | {t['seconds']:.0f} |"
-        )
-    return "\n".join(out)
-
-
-def markdown_tables(checkpoints_dir: str | os.PathLike | None = None) -> str:
-    """The Markdown result tables of an experiment folder of checkpoints (default: the bundled
-    ones), from the files the training commands wrote: the hyperparameter search
-    (``hparam_search.json``), then each split's ``kernel-<split>/evaluation.json``."""
-    root = Path(checkpoints_dir) if checkpoints_dir is not None else checkpoint.bundled_checkpoints_dir()
-    parts = []
-    if (root / "hparam_search.json").exists():
-        parts.append(_search_table(read_json_object(root / "hparam_search.json")))
-    for split in kernel_data.SPLITS:
-        path = root / f"kernel-{split}" / EVALUATION_FILE
-        if path.exists():
-            parts.append(_split_tables(read_json_object(path)))
-    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,72 @@
+"""The README's result tables are the bundled JSON, cell by cell (`tpucost.results`).
+
+Each table the README shows (the data set's numbers, Table 2, the whole programs, Table 3, the
+autotuning experiments) is found by its header row and compared cell by cell with the same table
+rendered from the bundled files: a retrained model, a re-collected data set or a rerun experiment
+fails here until the README shows its numbers (``python -m tpucost experiment tables --readme``
+prints them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tpucost import results
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+#: The tables rendered from the bundled files, once (rendering loads the data sets).
+RENDERED = results.readme_tables()
+
+
+def cells(line: str) -> list[str]:
+    """The cells of one Markdown table row."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def readme_table(text: str, header: str) -> list[list[str]]:
+    """The rows (as cells) of the table whose first line is ``header``, up to the first non-row."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if cells(line) == cells(header)]
+    assert len(starts) == 1, f"the README has {len(starts)} tables headed {header!r}"
+    rows = []
+    for line in lines[starts[0] :]:
+        if not line.strip().startswith("|"):
+            break
+        rows.append(cells(line))
+    return rows
+
+
+def differences(shown: list[list[str]], expected: list[list[str]]) -> list[str]:
+    """Every cell where the README's table differs from the expected one, named by row and column."""
+    out = []
+    if len(shown) != len(expected):
+        out.append(f"{len(shown) - 2} rows in the README, {len(expected) - 2} in the data")
+    header = expected[0]
+    for r, (a, b) in enumerate(zip(shown, expected, strict=False)):
+        for c, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                out.append(f"row {r - 1}, column {header[c]!r}: README {x!r}, bundled data {y!r}")
+        if len(a) != len(b):
+            out.append(f"row {r - 1}: {len(a)} cells in the README, {len(b)} in the data")
+    return out
+
+
+@pytest.mark.parametrize("name", list(RENDERED))
+def test_readme_table_is_the_bundled_data(name):
+    expected = [cells(line) for line in RENDERED[name].splitlines()]
+    assert len(expected) > 2, f"{name}: no rows rendered from the bundled data"
+    shown = readme_table(README.read_text(), RENDERED[name].splitlines()[0])
+    wrong = differences(shown, expected)
+    assert not wrong, f"README table {name!r} differs from the bundled data:\n" + "\n".join(wrong)
+
+
+def test_a_changed_number_is_caught():
+    """Change one cell of a rendered table: the comparison names that cell."""
+    table = RENDERED["kernel results (Table 2)"]
+    expected = [cells(line) for line in table.splitlines()]
+    edited = table.replace("| random | **gnn** | **", "| random | **gnn** | **9", 1)
+    shown = readme_table(edited, table.splitlines()[0])
+    wrong = differences(shown, expected)
+    assert len(wrong) == 1 and wrong[0].startswith("row 1, column 'MAPE >= 5 us'"), wrong

@@ -1,0 +1,386 @@
+"""The result tables the README shows, rendered from the bundled JSON files they summarise.
+
+No number in these tables is typed by hand: each comes from a file under ``tpucost/bundled/``
+written by the command named in its function's docstring. ``python -m tpucost experiment tables
+--readme`` prints them all, and ``tests/test_readme_tables.py`` compares the README's tables with
+them cell by cell, so a retrained model or a re-collected data set fails the tests until the
+README follows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tpucost import checkpoint
+from tpucost.autotune import reports as autotune_reports
+from tpucost.data import kernel as kernel_data
+from tpucost.data import tile as tile_data
+from tpucost.evaluate import THRESHOLD_NS
+from tpucost.files import read_json_object
+from tpucost.tasks.kernel import EVALUATION_FILE, METHODS
+
+__all__ = [
+    "TOTALS_FILE",
+    "checkpoint_tables",
+    "kernel_results_table",
+    "whole_program_table",
+    "tile_results_table",
+    "autotune_results_table",
+    "data_stats_table",
+    "readme_tables",
+]
+
+#: Written by ``python -m tpucost evaluate --task kernel --split S --totals N --json``, one per split.
+TOTALS_FILE = "program_totals.json"
+#: What each tile model's loss is, for the tile table.
+TILE_MODEL_LABELS = {
+    "gnn_rank": "gnn_rank (pairwise hinge)",
+    "gnn_logistic": "gnn_logistic (pairwise logistic)",
+    "gnn_listwise": "gnn_listwise (softmax)",
+    "gnn_mse": "gnn_mse (regression)",
+    "analytical": "analytical",
+    "random": "random ranking",
+}
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _header(cells: list[str]) -> list[str]:
+    return [_row(cells), _row(["---"] * len(cells))]
+
+
+def _bold(text: str, on: bool) -> str:
+    return f"**{text}**" if on else text
+
+
+def _root(checkpoints_dir: str | os.PathLike | None) -> Path:
+    return Path(checkpoints_dir) if checkpoints_dir is not None else checkpoint.bundled_checkpoints_dir()
+
+
+_TABLE_HEADER = (
+    "| method | MAPE >=5us (%) | MAPE <5us (%) | Kendall tau | rows | programs |\n"
+    "| --- | --- | --- | --- | --- | --- |"
+)
+
+
+def _table_row(method: str, r: dict[str, Any]) -> str:
+    return (
+        f"| {method} | {r['mape_ge5us']:.1f} | {r['mape_lt5us']:.1f} | {r['kendall_median']:.3f} "
+        f"| {r['n_kernels']} | {r['n_programs']} |"
+    )
+
+
+def _split_tables(report: dict[str, Any]) -> str:
+    """One split's section: sizes, all-kernel and unseen tables, dispatch overhead, training time."""
+    results = report["results"]
+    out = [
+        f"## {report['split']} split: {report['train_programs']} / {report['val_programs']} / "
+        f"{report['test_programs']} programs; {report['train_kernels']} train / {report['val_kernels']} "
+        f"validation / {report['test_kernels']} test kernels",
+        "",
+        "all kernels the test programs ran:",
+        "",
+        _TABLE_HEADER,
+    ]
+    out += [_table_row(m, results[m]) for m in METHODS if m in results]
+    out += ["", "unseen test kernels only:", "", _TABLE_HEADER]
+    out += [_table_row(m, results[m]["unseen"]) for m in METHODS if m in results]
+    dispatch = report.get("dispatch_ns_per_kernel")
+    if dispatch is not None:
+        out += ["", f"Dispatch overhead per kernel (training programs' runs): {dispatch:.0f} ns"]
+    seconds = ", ".join(f"{m} {s:.0f}" for m, s in report["train_seconds"].items())
+    epochs = ", ".join(f"{m} {len(h['val_loss'])}" for m, h in report.get("histories", {}).items())
+    out += ["", f"Training seconds: {seconds}; epochs run: {epochs}"]
+    return "\n".join(out)
+
+
+def _search_table(search: dict[str, Any]) -> str:
+    """The hyperparameter search: one row per trial, validation programs only."""
+    out = [
+        f"## Hyperparameter search (validation programs of the random split, {search['trials'][0]['val_programs']} "
+        "programs)",
+        "",
+        "| trial | changed from the defaults | val MAPE >=5us (%) | val MAPE <5us (%) | val Kendall "
+        "tau | epochs | seconds |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    base = search["trials"][0]["config"]
+    for t in search["trials"]:
+        changed = {k: v for k, v in t["config"].items() if k != "model" and v != base[k]}
+        changed |= {k: v for k, v in t["config"]["model"].items() if v != base["model"][k]}
+        out.append(
+            f"| {t['trial']} | {changed or '-'} | {t['val_mape_ge5us']:.1f} | {t['val_mape_lt5us']:.1f} "
+            f"| {t['val_kendall_median']:.3f} | {t['epochs_run']} | {t['seconds']:.0f} |"
+        )
+    return "\n".join(out)
+
+
+def checkpoint_tables(checkpoints_dir: str | os.PathLike | None = None) -> str:
+    """The Markdown result tables of an experiment folder of checkpoints (default: the bundled
+    ones; its README shows them), from the files the training commands wrote: the hyperparameter
+    search (``hparam_search.json``), each split's ``kernel-<split>/evaluation.json``, then the
+    whole programs (``kernel-<split>/program_totals.json``)."""
+    root = _root(checkpoints_dir)
+    parts = []
+    if (root / "hparam_search.json").exists():
+        parts.append(_search_table(read_json_object(root / "hparam_search.json")))
+    for split in kernel_data.SPLITS:
+        path = root / f"kernel-{split}" / EVALUATION_FILE
+        if path.exists():
+            parts.append(_split_tables(read_json_object(path)))
+    if any((root / f"kernel-{split}" / TOTALS_FILE).is_file() for split in kernel_data.SPLITS):
+        parts.append(
+            "## Whole programs\n\n"
+            "`python -m tpucost evaluate --task kernel --split S --totals N --json` (its output is\n"
+            f"`kernel-<split>/{TOTALS_FILE}`): test programs of >= 1 ms, compiled and predicted whole\n"
+            "(`CostModel.predict_program`: kernels + dispatch overhead) against the wall time measured at\n"
+            "collection. Median ratio predicted / measured, median absolute error, share within 10%:\n\n"
+            + whole_program_table(root)
+        )
+    return "\n\n".join(parts) + "\n"
+
+
+def kernel_results_table(
+    checkpoints_dir: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None
+) -> str:
+    """Table 2: every method of each split on its test programs (``kernel-<split>/evaluation.json``,
+    written by ``python -m tpucost train --task kernel``), the best method in bold; the last row is
+    the data set's noise floor: the mean (and median) relative difference between two measurements
+    of the re-measured kernels, at least and under 5 us (``noise.json``, ``python -m tpucost data
+    noise``), the same statistic as a MAPE."""
+    lines = _header(
+        [
+            "split",
+            "method",
+            "MAPE >= 5 us",
+            "MAPE < 5 us",
+            "Kendall tau",
+            "unseen kernels only: MAPE >= 5 us / < 5 us / tau",
+            "rows / test programs",
+        ]
+    )
+    for split in kernel_data.SPLITS:
+        results = read_json_object(_root(checkpoints_dir) / f"kernel-{split}" / EVALUATION_FILE)["results"]
+        best = min(results, key=lambda m: results[m]["mape_ge5us"])
+        for i, method in enumerate(m for m in METHODS if m in results):
+            r = results[method]
+            b = method == best
+            unseen = r["unseen"]
+            if unseen["n_kernels"] == r["n_kernels"]:
+                unseen_cell = "(every test kernel is unseen)" if i == 0 else ""
+            else:
+                unseen_cell = " / ".join(
+                    _bold(v, b)
+                    for v in (
+                        f"{unseen['mape_ge5us']:.1f}",
+                        f"{unseen['mape_lt5us']:.1f}",
+                        f"{unseen['kendall_median']:.3f}",
+                    )
+                )
+            lines.append(
+                _row(
+                    [
+                        split,
+                        _bold(method, b),
+                        _bold(f"{r['mape_ge5us']:.1f}", b),
+                        _bold(f"{r['mape_lt5us']:.1f}", b),
+                        _bold(f"{r['kendall_median']:.3f}", b),
+                        unseen_cell,
+                        f"{r['n_kernels']:,} / {r['n_programs']}" if i == 0 else "",
+                    ]
+                )
+            )
+    noise = read_json_object(Path(data_dir or kernel_data.default_data_dir()) / "noise.json")
+    cells = []
+    for long in (True, False):
+        rel = [r["rel_diff"] for r in noise["rows"] if (r["stored_ns"] >= THRESHOLD_NS) == long]
+        cells.append(f"mean {100 * float(np.mean(rel)):.1f} (median {100 * float(np.median(rel)):.1f})")
+    lines.append(_row(["", "noise floor (re-measurement)", *cells, "", "", ""]))
+    return "\n".join(lines)
+
+
+def whole_program_table(checkpoints_dir: str | os.PathLike | None = None) -> str:
+    """Whole programs predicted by `CostModel.predict_program` (kernels + dispatch overhead) against
+    the wall time measured at collection (``kernel-<split>/program_totals.json``, written by
+    ``python -m tpucost evaluate --task kernel --split S --totals N --json``)."""
+    lines = _header(
+        [
+            "split",
+            "method",
+            "median ratio",
+            "median error (%)",
+            "within 10%",
+            "kernels alone: median ratio",
+        ]
+    )
+    for split in kernel_data.SPLITS:
+        path = _root(checkpoints_dir) / f"kernel-{split}" / TOTALS_FILE
+        if not path.is_file():
+            continue
+        summary = read_json_object(path)
+        for method in (m for m in METHODS if m in summary):
+            t = summary[method]["program_totals"]
+            lines.append(
+                _row(
+                    [
+                        f"{split} ({t['pairs']})",
+                        method,
+                        f"{t['median_ratio']:.2f}",
+                        f"{t['median_ape']:.1f}",
+                        f"{100 * t['within_10pct']:.0f}%",
+                        f"{t['median_ratio_kernels_only']:.2f}",
+                    ]
+                )
+            )
+    return "\n".join(lines)
+
+
+def _percent(fraction: float) -> str:
+    value = 100 * fraction
+    return f"{value:.0f}%" if abs(value) >= 100 else f"{value:.1f}%"
+
+
+def tile_results_table(
+    checkpoints_dir: str | os.PathLike | None = None, tile_dir: str | os.PathLike | None = None
+) -> str:
+    """Table 3: mean Kendall tau and top-k slowdown on each split's test kernels
+    (``tile_evaluation.json``, written by ``python -m tpucost evaluate --task tile --json``), the
+    best tau of each split in bold; the last row is the tile data's noise floor (its ``noise.json``,
+    ``python -m tpucost data noise --task tile``)."""
+    lines = _header(["split", "model", "Kendall tau", "top-1 slowdown", "top-5", "top-10", "test kernels"])
+    table = read_json_object(_root(checkpoints_dir) / "tile_evaluation.json")
+    for split in tile_data.SPLITS:
+        results = table[split]
+        best = max(results, key=lambda m: results[m]["kendall_mean"])
+        for i, (name, r) in enumerate(results.items()):
+            b = name == best
+            lines.append(
+                _row(
+                    [
+                        split,
+                        _bold(TILE_MODEL_LABELS.get(name, name), b),
+                        _bold(f"{r['kendall_mean']:.3f}", b),
+                        _percent(r["top1"]),
+                        _percent(r["top5"]),
+                        _percent(r["top10"]),
+                        str(r["n_kernels"]) if i == 0 else "",
+                    ]
+                )
+            )
+    noise = tile_data.noise_floor(tile_data.load_tile_dataset(tile_dir))
+    if noise:
+        lines.append(
+            _row(
+                [
+                    "",
+                    "noise floor (two measurements)",
+                    f"{noise['kendall_mean']:.3f}",
+                    _percent(noise["top1"]),
+                    _percent(noise["top5"]),
+                    _percent(noise["top10"]),
+                    str(noise["n_kernels"]),
+                ]
+            )
+        )
+    return "\n".join(lines)
+
+
+def _speedup(entry: Mapping[str, Any]) -> str:
+    spread = entry["speedup_spread"]
+    return f"{entry['speedup_vs_default']:.3f}x ({spread['min']:.3f}-{spread['max']:.3f})"
+
+
+def autotune_results_table(reports: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The autotuning experiments (``tpucost/bundled/autotune/*.json``, written by ``python -m
+    tpucost autotune ... --json``): speedup over the default per strategy and start (mean over seeds,
+    range across seeds), model + device against device only, candidates measured per search, and
+    the noise floor of the default's fresh-process runtime."""
+    reports = reports if reports is not None else autotune_reports.bundled_reports()
+    lines = _header(
+        [
+            "program (space)",
+            "B, model candidates",
+            "start",
+            "device only",
+            "model + device",
+            "model + device vs device only",
+            "measured per search (device only / model + device)",
+            "noise floor",
+        ]
+    )
+    for program, r in reports.items():
+        for i, (start, gain) in enumerate(r["model_guided_faster_than_device_only"].items()):
+            device = r["strategies"]["device_only"][start]
+            model = r["strategies"]["model_guided"][start]
+            noise = r.get("noise", {}).get("spread")
+            lines.append(
+                _row(
+                    [
+                        f"`{program}` ({r['space']})" if i == 0 else "",
+                        f"{r['budget_seconds']:g} s, {r['model_candidates']:,}" if i == 0 else "",
+                        start.removeprefix("from_"),
+                        _speedup(device),
+                        _speedup(model),
+                        f"**{100 * gain['mean']:+.1f}%** ({100 * gain['min']:+.1f} .. {100 * gain['max']:+.1f})",
+                        f"{device['candidates_measured']:.1f} / {model['candidates_measured']:.1f}",
+                        f"{100 * noise:.1f}%" if i == 0 and noise is not None else "",
+                    ]
+                )
+            )
+    return "\n".join(lines)
+
+
+def data_stats_table(data_dir: str | os.PathLike | None = None) -> str:
+    """The bundled data set in numbers (``python -m tpucost data stats --json``)."""
+    stats = kernel_data.stats(kernel_data.load_kernel_dataset(data_dir))
+    q = stats["runtime_ns_quantiles"]
+
+    def us(ns: float) -> str:
+        return f"{ns / 1e3:.1f} us" if ns < 1e6 else f"{ns / 1e6:.1f} ms"
+
+    lines = _header(
+        [
+            "kernels",
+            "occurrences",
+            "programs",
+            "families",
+            "configurations",
+            "device",
+            "runtime min / median / 90% / max",
+            "noise: median / p90 (>= 5 us)",
+        ]
+    )
+    lines.append(
+        _row(
+            [
+                f"{stats['kernels']:,}",
+                f"{stats['occurrences']:,}",
+                f"{stats['programs']:,}",
+                str(stats["families"]),
+                str(stats["configurations"]),
+                f"{stats['device']['cpu_model']} `{stats['device']['id']}`",
+                " / ".join(us(q[k]) for k in ("0.0", "0.5", "0.9", "1.0")),
+                f"{100 * stats['noise_median_rel']:.1f}% / {100 * stats['noise_p90_rel']:.1f}% "
+                f"({100 * stats['noise_median_rel_ge5us']:.1f}% / {100 * stats['noise_p90_rel_ge5us']:.1f}%)",
+            ]
+        )
+    )
+    return "\n".join(lines)
+
+
+def readme_tables() -> dict[str, str]:
+    """Every table above, by name, as the README shows it."""
+    return {
+        "data stats": data_stats_table(),
+        "kernel results (Table 2)": kernel_results_table(),
+        "whole programs": whole_program_table(),
+        "tile results (Table 3)": tile_results_table(),
+        "autotuning": autotune_results_table(),
+    }
