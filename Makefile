@@ -40,14 +40,16 @@ demo: $(STAMP)
 ## test: what CI runs: every test on the newest pins, then the core tests and the notebooks on Colab's versions
 test: test-newest test-colab
 
-## test-newest: every test, $(JOBS) at a time, then the timing tests (marked quiet) alone
+## test-newest: every test, $(JOBS) at a time, then the timing tests (marked quiet) alone; the
+## notebooks run from the wheel in a fresh environment of each runtime (newest, and Colab's on its Python)
 test-newest: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -m "not quiet"
+	TPUCOST_COLAB_PYTHON=$(COLAB_PYTHON) $(PY) -m pytest -n $(JOBS) -m "not quiet"
 	$(PY) -m pytest -m quiet
 
-## test-colab: the tests marked `core` in .venv-colab (Colab's versions), notebooks from the wheel included
+## test-colab: the unit tests marked `core` in .venv-colab (Colab's versions: flax, the profiler,
+## compile options, Pallas), then its timing tests alone
 test-colab: $(COLAB_STAMP)
-	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) -m "core and not quiet"
+	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) -m "core and not slow and not notebooks and not quiet"
 	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m "core and quiet"
 
 ## check: the edit loop: unit tests only (nothing timed on the device, no training runs, no notebooks)

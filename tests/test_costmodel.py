@@ -104,6 +104,7 @@ def test_cost_model_predicts_positive_runtimes(tiny, trained):
         assert pred.shape == (len(tiny),) and np.all(np.isfinite(pred)) and np.all(pred > 0)
 
 
+@pytest.mark.slow
 def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path):
     """Several epochs of both networks (so early stopping has a choice) and the analytical fit:
     garbage test labels change no validation loss, no chosen epoch and no prediction."""
@@ -237,6 +238,7 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
     assert "no tile models" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_hparam_search_scores_validation_programs_and_resumes(tiny, tmp_path, monkeypatch):
     ds = tiny
     out = tmp_path / "search.json"

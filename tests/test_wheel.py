@@ -7,15 +7,18 @@ executes them there with TPUCOST_SMOKE=1. The first notebook's install cell inst
 (TPUCOST_SOURCE=<wheel>) exactly as it would install from the repository on Colab. Then the CLI
 commands a learner uses run from that folder: bundled data and checkpoints must come from the wheel.
 
-Which runtime is decided by the environment pytest runs in (`make test` runs this file twice):
+It runs once per runtime (`RUNTIMES`), each notebook executing once in each:
 
-* ``TPUCOST_PINS`` unset: the newest pins (constraints.txt); the runtime has only Jupyter's kernel
-  machinery, and the install cell brings everything else.
-* ``TPUCOST_PINS=constraints-colab.txt`` (`make test-colab`, in .venv-colab on Python 3.13 where the
-  machine has it): Colab's image; jax, jaxlib, flax, optax, numpy, pandas, ... are preinstalled at
-  Colab's versions, and the install cell must keep jax/jaxlib and add jraph and tpucost.
+* ``newest``: the newest pins (constraints.txt) on this Python; the runtime has only Jupyter's
+  kernel machinery, and the install cell brings everything else.
+* ``colab``: Colab's image (constraints-colab.txt) on Colab's Python (``TPUCOST_COLAB_PYTHON``,
+  which `make test` sets to pyenv's 3.13 where the machine has it; else this Python): jax, jaxlib,
+  flax, optax, numpy, pandas, ... are preinstalled at Colab's versions, and the install cell must
+  keep jax/jaxlib and add jraph and tpucost.
 
-pip resolves against the pins (PIP_CONSTRAINT) and reuses the pip cache.
+Both run from the newest environment's pytest (`make test-newest`), side by side with the other
+tests; `make test-colab` runs the unit tests on Colab's versions. pip resolves against the pins
+(PIP_CONSTRAINT) and reuses the pip cache.
 """
 
 from __future__ import annotations
@@ -34,27 +37,32 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 WHEEL_LIMIT_BYTES = 25 * 1024 * 1024
+#: The pins of the environment this pytest runs in.
 PINS = ROOT / os.environ.get("TPUCOST_PINS", "constraints.txt")
-ON_COLAB_PINS = PINS.name == "constraints-colab.txt"
-#: What the runtime has before the install cell runs: Jupyter's kernel machinery, and on Colab's
+#: What each runtime has before the install cell runs: Jupyter's kernel machinery, and on Colab's
 #: image the scientific stack at Colab's versions (jraph and tpucost are not preinstalled there).
-RUNTIME = ["nbclient", "nbformat", "ipykernel"] + (
-    [
-        "jax",
-        "jaxlib",
-        "flax",
-        "optax",
-        "numpy",
-        "pandas",
-        "matplotlib",
-        "seaborn",
-        "scipy",
-        "networkx",
-        "tqdm",
-    ]
-    if ON_COLAB_PINS
-    else []
-)
+KERNEL = ["nbclient", "nbformat", "ipykernel"]
+COLAB_STACK = [
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "numpy",
+    "pandas",
+    "matplotlib",
+    "seaborn",
+    "scipy",
+    "networkx",
+    "tqdm",
+]
+RUNTIMES = {
+    "newest": {"pins": ROOT / "constraints.txt", "python": sys.executable, "preinstalled": KERNEL},
+    "colab": {
+        "pins": ROOT / "constraints-colab.txt",
+        "python": os.environ.get("TPUCOST_COLAB_PYTHON") or sys.executable,
+        "preinstalled": KERNEL + COLAB_STACK,
+    },
+}
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -129,14 +137,17 @@ def test_wheel_carries_bundled_data_and_checkpoints(wheel):
 
 
 @pytest.mark.notebooks
+@pytest.mark.notebooks
 @pytest.mark.timeout(1500)
-def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path):
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
+def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path, runtime):
+    pins, python_for_venv, preinstalled = (RUNTIMES[runtime][k] for k in ("pins", "python", "preinstalled"))
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], tmp_path, dict(os.environ))
+    _run([python_for_venv, "-m", "venv", str(venv)], tmp_path, dict(os.environ))
     python = str(venv / "bin" / "python")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TPUCOST_", "VIRTUAL_ENV", "PYTHON"))}
     env.update(
-        PIP_CONSTRAINT=str(PINS),
+        PIP_CONSTRAINT=str(pins),
         PIP_DISABLE_PIP_VERSION_CHECK="1",
         TPUCOST_SMOKE="1",
         TPUCOST_SOURCE=str(wheel),
@@ -144,7 +155,7 @@ def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path):
         MPLBACKEND="Agg",
         PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
     )
-    _run([python, "-m", "pip", "install", "-q", *RUNTIME], tmp_path, env)
+    _run([python, "-m", "pip", "install", "-q", *preinstalled], tmp_path, env)
     probe = subprocess.run([python, "-c", "import tpucost"], cwd=tmp_path, capture_output=True, env=env)
     assert probe.returncode != 0, "the fresh environment must not have tpucost before the install cell runs"
 
@@ -163,11 +174,10 @@ def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path):
     assert Path(located.stdout.strip()).is_relative_to(venv), (
         "tpucost must come from the wheel, not the checkout"
     )
-    if ON_COLAB_PINS:  # the install cell kept the runtime's own jax and jaxlib
-        versions = _run(
-            [python, "-c", "import jax, jaxlib; print(jax.__version__, jaxlib.__version__)"], folder, env
-        )
-        assert versions.stdout.split() == [_pins(PINS)["jax"], _pins(PINS)["jaxlib"]]
+    versions = _run(  # on Colab's image the install cell kept the runtime's own jax and jaxlib
+        [python, "-c", "import jax, jaxlib; print(jax.__version__, jaxlib.__version__)"], folder, env
+    )
+    assert versions.stdout.split() == [_pins(pins)["jax"], _pins(pins)["jaxlib"]]
 
     def cli(*args: str) -> str:
         return _run([python, "-m", "tpucost", *args], folder, env).stdout
