@@ -491,3 +491,10 @@ def test_a_killed_autotune_resumes_from_its_journal(tmp_path, monkeypatch):
     journal.write_text("not json\n")
     with pytest.raises(ValueError, match=r"autotune-runs\.jsonl: line 1, column 1"):
         _tiny_autotune(spec, workdir)
+
+
+def test_comparison_table_quotes_the_paper_for_the_program_space_only():
+    tile = {**_report("c"), "space": "tile"}
+    comparison = autotune.comparison_table({"a": _report("a"), "c": tile})
+    assert list(comparison["paper %"][:2]) == [2.0, 8.0]
+    assert comparison["paper %"][2:].isna().all()

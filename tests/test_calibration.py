@@ -212,4 +212,5 @@ def test_readme_compiler_table_is_the_bundled_calibrations():
                 (f"{r['before_min']:.1f}", f"{r['before_max']:.1f}"),
                 (f"{r['after_min']:.1f}", f"{r['after_max']:.1f}"),
             ], (readme.name, line)
+            assert f"| {r['gain_min']:.1f}-{r['gain_max']:.1f} |" in line, (readme.name, line)
             assert f"| {r['kernels']:,} |" in line, (readme.name, line)

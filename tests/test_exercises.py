@@ -131,18 +131,50 @@ def test_nb01_exercise_1(capsys):
     )
 
 
+#: Bytes per element of the HLO element types SmallCNN's kernels write.
+_ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s32": 4, "f32": 4, "s64": 8, "f64": 8}
+
+
+def _entry_bytes_written(text: str) -> int:
+    """Bytes the entry computation's kernels write, from the text alone: the output shape (or the
+    shapes of an output tuple) of every instruction `_entry_kernel_count` counts."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("ENTRY"))
+    total = 0
+    for line in lines[start + 1 :]:
+        if line.startswith("}"):
+            break
+        op = re.match(r"\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s([a-z\-]+)\(", line)
+        if op and op.group(2) not in {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}:
+            for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", op.group(1)):
+                total += _ELEMENT_BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d]))
+    return total
+
+
 def test_nb01_exercise_2(capsys):
     answer = nb01.exercise_2(**SMALL)
-    off = nb01.compiled_hlo(**SMALL, compiler_options={"xla_disable_hlo_passes": "fusion"})
-    assert answer["fusion_off"] == _entry_kernel_count(off) > answer["default"]
+    texts = {
+        "default": nb01.compiled_hlo(**SMALL),
+        "fusion_off": nb01.compiled_hlo(**SMALL, compiler_options={"xla_disable_hlo_passes": "fusion"}),
+    }
+    assert answer["kernels"] == {name: _entry_kernel_count(t) for name, t in texts.items()}
+    assert answer["bytes_written"] == {name: _entry_bytes_written(t) for name, t in texts.items()}
+    assert answer["kernels"]["fusion_off"] > answer["kernels"]["default"]
+    # With fusion off the intermediate values go through memory: more bytes written.
+    assert answer["bytes_written"]["fusion_off"] > answer["bytes_written"]["default"]
+    right = answer["bytes_written"]["fusion_off"]
     assert_grades(
         capsys,
         lambda a: nb01.check_2(a, *SMALL.values()),
-        answer["fusion_off"],
-        answer["default"],
-        secret=str(answer["fusion_off"]),
-        hint="default compile's count",
+        right,
+        answer["bytes_written"]["default"],
+        secret=str(right),
+        hint="default compile's total",
     )
+    with pytest.raises(WrongAnswer, match="number of kernels"):
+        nb01.check_2(answer["kernels"]["fusion_off"], *SMALL.values())
+    with pytest.raises(WrongAnswer, match="bytes, not elements"):
+        nb01.check_2(right // 4, *SMALL.values())
 
 
 def test_nb01_exercise_3(capsys):
@@ -248,10 +280,26 @@ def test_nb02_exercise_2(capsys, mlp_program):
     right = {r: float(table.loc[r, "median_rel_diff"]) for r in runs}
     means = {r: float(nb02.relative_differences(*runs[r]).mean()) + 0.01 for r in runs}
     assert_grades(capsys, lambda a: nb02.check_2(a, runs if a else None), right, means, hint="the median")
+    for r, (first, _) in runs.items():
+        assert len(first.run_span_ns) == r  # one span per traced run: what the check reads the repeats from
+    # One measurement twice: every difference is 0, and the median of 0 is "right" for it.
+    same = {r: (runs[r][0], runs[r][0]) for r in runs}
+    with pytest.raises(WrongAnswer, match="same measurement twice"):
+        nb02.check_2(dict.fromkeys(runs, 0.0), same)
+    # Measurements filed under the wrong repeats value.
+    swapped = {1: runs[2], 2: runs[1]}
+    with pytest.raises(WrongAnswer, match="traced runs"):
+        nb02.check_2({1: right[2], 2: right[1]}, swapped)
 
 
 def test_nb02_exercise_3(capsys):
     table = additivity.additivity_table()
+    # The reasons notebook 02 shows for pairs outside the window: in the label mode (one core)
+    # kernels never overlap, so a sum above the wall time is the profiler's cost per call.
+    (above,) = set(table.loc[table["additivity_ratio"] > additivity.ADDITIVE[1], "reason"])
+    assert "profiler" in above and "overlap" not in above and "async" not in above
+    below = set(table.loc[table["additivity_ratio"] < additivity.ADDITIVE[0], "reason"])
+    assert all("not in any kernel" in r for r in below) and len(below) == 2
     answer = nb02.exercise_3(table)
     medians = {
         family: statistics.median(table.loc[table["family"] == family, "additivity_ratio"])
@@ -495,15 +543,30 @@ def test_nb04_exercise_3(capsys, bundled_tiles):
         for name, value in table[split].items():  # analytical model's constants are this machine's)
             if name != "analytical":
                 assert value == pytest.approx(stored[split][name]["kendall_mean"], abs=1e-9), (split, name)
-    hard = float(table.loc["analytical", "hard"])
+    # The drop per model, computed here from the stored figures (the analytical row from this machine).
+    drops = {
+        name: stored["random"][name]["kendall_mean"] - stored["hard"][name]["kendall_mean"]
+        for name in stored["random"]
+        if name not in ("random", "analytical")
+    }
+    drops["analytical"] = float(table.loc["analytical", "random"] - table.loc["analytical", "hard"])
+    right = max(drops, key=drops.get)
+    wrong = min(drops, key=drops.get)
+    assert right != wrong and table["drop"].to_dict()[right] == pytest.approx(drops[right], abs=1e-9)
     assert_grades(
         capsys,
         lambda a: nb04.check_3(a, bundled_tiles),
-        hard,
-        float(table.loc["analytical", "random"]),
-        secret=f"{hard:.3f}",
-        hint="random split's figure",
+        right,
+        wrong,
+        secret=right,
+        hint="subtract each model's hard-split",
     )
+    with pytest.raises(WrongAnswer, match="name of a row"):
+        nb04.check_3("gnn", bundled_tiles)
+    lowest = min((n for n in drops), key=lambda n: float(table.loc[n, "hard"]))
+    if lowest != right:  # the lowest hard-split tau is not the largest drop
+        with pytest.raises(WrongAnswer, match="LOSES"):
+            nb04.check_3(lowest, bundled_tiles)
 
 
 @pytest.mark.slow
@@ -575,6 +638,10 @@ def test_nb05_exercise_2(capsys, tmp_path):
         }
     )
     assert_grades(capsys, lambda a: nb05.check_2(runs if a else None, a), "anneal", "random", hint="subtract")
+    as_report_tables = runs.rename(columns={"speedup_vs_default": "speedup"})  # autotune.report_table's name
+    assert nb05.check_2(as_report_tables, "anneal") is True
+    with pytest.raises(WrongAnswer, match="columns search, strategy and speedup"):
+        nb05.check_2(runs.drop(columns="search"), "anneal")
 
 
 @pytest.mark.measures
@@ -593,8 +660,22 @@ def test_nb05_exercise_3(capsys, tmp_path):
         textwrap.dedent(TINY_PROGRAM).replace('["tanh", "relu"]', '["tanh"]')
     )
     assert_grades(capsys, nb05.check_3, spec, "example:mixer", hint="bundled example")
-    with pytest.raises(WrongAnswer, match="two knobs"):
+    with pytest.raises(WrongAnswer, match="no knob"):  # a program without the knobs asked for
         nb05.check_3(f"{tmp_path / 'one_knob.py'}:tiny")
+    with pytest.raises(WrongAnswer, match="does not load"):  # the string alone is not a program
+        nb05.check_3(f"{tmp_path / 'absent.py'}:my_mlp")
+    (tmp_path / "no_remat.py").write_text(
+        textwrap.dedent(nb05.MY_PROGRAM).replace(
+            '"remat": ["none", "dots_saveable", "nothing_saveable"]', '"remat": ["none"]'
+        )
+    )
+    with pytest.raises(WrongAnswer, match="two choices"):
+        nb05.check_3(f"{tmp_path / 'no_remat.py'}:my_mlp")
+    (tmp_path / "bad_policy.py").write_text(
+        textwrap.dedent(nb05.MY_PROGRAM).replace('"dots_saveable", "nothing_saveable"]', '"keep_it_all"]')
+    )
+    with pytest.raises(WrongAnswer, match="jax.checkpoint_policies"):
+        nb05.check_3(f"{tmp_path / 'bad_policy.py'}:my_mlp")
 
 
 def test_nb05_exercise_4(capsys):

@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 import dataclasses  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
 
 from tpucost import plots  # noqa: E402
 from tpucost.measure import Measurement  # noqa: E402
@@ -137,7 +138,9 @@ def test_error_by_kind_draws_the_noise_and_program_kernels_draws_every_bar():
     ax = plots.program_kernels(
         ["a", "b", "c"], {"measured": [1.0, 2.0, 3.0], "predicted": [1.5, 2.5, float("nan")]}, title="Net"
     )
-    assert len(ax.patches) == 6 and [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    dots = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert len(dots["measured"].get_xdata()) == len(dots["predicted"].get_xdata()) == 3  # a dot per kernel
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
     plt.close("all")
 
 
@@ -149,12 +152,20 @@ def test_data_set_figures_draw_the_bundled_data():
 
     ds = kernel_data.load_kernel_dataset()
     frame = ds.to_frame()
-    assert len(plots.opcode_frequencies(ds).patches) > 5
+    opcodes = plots.opcode_frequencies(ds)
+    assert not opcodes.patches and len(opcodes.get_lines()[0].get_xdata()) > 5  # dots, not log-axis bars
     sizes = plots.kernel_sizes(frame)
     heights = [p.get_height() for p in sizes.patches]
-    assert sum(heights) == len(frame)
+    widths = [p.get_width() for p in sizes.patches]  # whole sizes per bin
+    assert all(float(w).is_integer() for w in widths)
+    assert sum(h * w for h, w in zip(heights, widths, strict=True)) == pytest.approx(len(frame))
     small = [h for p, h in zip(sizes.patches, heights, strict=True) if p.get_x() + p.get_width() < 20]
     assert small and all(h > 0 for h in small), small  # integer sizes: no empty bins at the low end
+    # kernels per size, not per bin: a bin of two sizes is not twice as tall for holding two
+    per_size = frame["n_nodes"].value_counts()
+    for p, h in zip(sizes.patches, heights, strict=True):
+        inside = per_size[(per_size.index > p.get_x()) & (per_size.index < p.get_x() + p.get_width())]
+        assert h == pytest.approx(inside.sum() / p.get_width())
     table = additivity.additivity_table()
     ax = plots.additivity_hist(table, clip=2.5)
     assert ax.get_xlim()[1] <= 2.5

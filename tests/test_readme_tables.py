@@ -9,13 +9,16 @@ prints them).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tpucost import results
+from tpucost.data import additivity
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+ADDITIVITY = README.parent / "docs" / "results" / "additivity.json"
 #: The tables rendered from the bundled files, once (rendering loads the data sets).
 RENDERED = results.readme_tables()
 
@@ -70,3 +73,27 @@ def test_a_changed_number_is_caught():
     shown = readme_table(edited, table.splitlines()[0])
     wrong = differences(shown, expected)
     assert len(wrong) == 1 and wrong[0].startswith("row 1, column 'MAPE >= 5 us'"), wrong
+
+
+def test_the_bundled_additivity_output_is_the_data_sets_and_the_readme_quotes_it():
+    """docs/results/additivity.json is `data additivity --json` of the bundled data set as it is
+    now, and the README's "Additivity" paragraph quotes its figures."""
+    bundled = json.loads(ADDITIVITY.read_text())
+    now = json.loads(json.dumps(additivity.additivity_summary(additivity.additivity_table(None))))
+    assert bundled == now, (
+        "docs/results/additivity.json is stale: rerun `python -m tpucost data additivity --json`"
+    )
+    text = README.read_text()
+    ge1 = bundled["pairs_ge_1ms"]
+    for figure in (
+        f"{bundled['pairs']:,} measured",
+        f"median {bundled['median']:.2f}",
+        f"{bundled['within_0.8_1.1']:.0%} within 0.8-1.1",
+        f"({ge1['pairs']:,})",
+        f"median {ge1['median']:.2f}",
+        f"{ge1['within_0.8_1.1']:.0%} within 0.8-1.1",
+        f"(max {ge1['max']:.2f})",
+        f"{bundled['dispatch_ns_per_kernel'] / 1000:.2f} us per kernel",
+        f"**{bundled['with_dispatch_ge_1ms']['median']:.2f}**",
+    ):
+        assert figure in text, f"the README's Additivity paragraph does not show {figure!r}"

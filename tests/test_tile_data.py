@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from conftest import pretend_another_machine, rand_graph
 
-from tpucost import device, features, files, tpugraphs
+from tpucost import cli, device, features, files, tpugraphs
 from tpucost.data import collection, tile_collection
 from tpucost.data import tile as tile_data
 from tpucost.data.tile import MISSING, TileProblem
@@ -604,7 +604,23 @@ def test_stats():
         and st["runtime_ns"]["max"] == ds.config_runtime_ns.max()
     )
     assert st["best_over_worst"]["min"] >= 1.0
+    spread = {
+        f: [ds.runtime_ns(i).max() / ds.runtime_ns(i).min() for i in range(len(ds)) if ds.family[i] == f]
+        for f in st["problems_per_family"]
+    }
+    assert st["best_over_worst_per_family"] == pytest.approx({f: np.median(v) for f, v in spread.items()})
     json.dumps(st)
+
+
+def test_cli_tile_stats_prints_the_spreads(capsys):
+    """`data stats --task tile` on the bundled tile data: the README's spreads come from it."""
+    assert cli.main(["data", "stats", "--task", "tile", "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["problems"] == len(tile_data.load_tile_dataset())
+    assert cli.main(["data", "stats", "--task", "tile"]) == 0
+    out = capsys.readouterr().out
+    assert f"median {st['best_over_worst']['median']:.1f}x" in out
+    assert f"reduce {st['best_over_worst_per_family']['reduce']:.1f}x" in out
 
 
 # ------------------------------------------------------------------------- with the real tiles

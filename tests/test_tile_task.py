@@ -277,3 +277,30 @@ def test_seed_spread_trains_every_loss_per_split_seed(dataset, tmp_path):
         assert metrics["test_kernels"] == sum(r["results"][name]["n_kernels"] for r in report["runs"])
     table = tile_task.seed_summary(tmp_path / "seeds.json")
     assert table.loc["gnn_rank", "Kendall min"] == report["summary"]["gnn_rank"]["kendall_mean"]["min"]
+
+
+def test_fewest_steps_scores_rank_the_largest_blocks_first(dataset):
+    part = list(range(len(dataset)))
+    scores = tile_task.fewest_steps_scores(dataset, part)
+    assert len(scores) == len(dataset)
+    for i, s in zip(part, scores, strict=True):
+        family, configs = str(dataset.family[i]), dataset.configs(i)
+        shape = tiles.parse_problem_shape(family, str(dataset.shape[i]))
+        steps = [tiles.tile_cost(family, shape, "float32", c).steps for c in configs]
+        assert list(s) == steps and s.dtype == np.float64
+        volume = [np.prod(list(c.values())) for c in configs]
+        assert int(np.argmin(s)) == int(np.argmax(volume))  # fewest steps: the largest block
+    # the synthetic runtimes grow with the steps, so the heuristic ranks them well
+    runtimes = [dataset.runtime_ns(i) for i in part]
+    assert evaluate.ranking_metrics(scores, runtimes)["kendall_mean"] > 0.5
+
+
+def test_seed_runs_are_the_runs_behind_seed_summary():
+    runs = tile_task.seed_runs()
+    summary = tile_task.seed_summary()
+    assert runs is not None and summary is not None
+    assert set(runs["model"]) == set(summary.index)
+    means = runs.groupby("model")["kendall_mean"].mean()
+    for model, value in means.items():
+        assert value == pytest.approx(summary.loc[model, "Kendall mean"])
+    assert tile_task.seed_runs("/nonexistent/tile_seeds.json") is None

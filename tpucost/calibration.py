@@ -297,8 +297,9 @@ def bundled_reports() -> list[dict[str, Any]]:
 def compiler_summary(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per (device, jaxlib) of `calibrate` reports: runs, kernels and programs measured, and
     the range over runs of the median APE (%) on the calibration kernels before and after correction
-    (cross-fitted), with the corrections kept. How much another compiler costs the model shows as
-    the difference between the rows of one device."""
+    (cross-fitted), how many points the correction removed (``gain_min``/``gain_max``: before
+    minus after, per run), with the corrections kept. How much another compiler costs the model
+    shows as the difference between the rows of one device."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in reports:
         groups.setdefault((r["device"]["id"], r["device"]["jaxlib"]), []).append(r)
@@ -306,6 +307,7 @@ def compiler_summary(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     for (device_id, jaxlib), runs in groups.items():
         before = [r["median_ape_before"] for r in runs]
         after = [r["median_ape_after"] for r in runs]
+        gains = [b - a for b, a in zip(before, after, strict=True)]
         rows.append(
             {
                 "device": device_id,
@@ -319,6 +321,8 @@ def compiler_summary(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
                 "before_max": max(before),
                 "after_min": min(after),
                 "after_max": max(after),
+                "gain_min": min(gains),
+                "gain_max": max(gains),
                 "modes": sorted({r["mode"] for r in runs}),
             }
         )

@@ -75,30 +75,38 @@ def _layered_positions(graph: nx.DiGraph) -> dict[int, tuple[float, float]]:
 
 
 def draw_kernel(kernel: Kernel, ax: plt.Axes | None = None, max_label: int = 18) -> plt.Axes:
-    """Draw a kernel graph: inputs (parameters) in blue, outputs in orange, edges producer -> consumer."""
+    """Draw a kernel graph: inputs (parameters) in blue, outputs in orange, edges producer -> consumer.
+
+    Each node is a box around its opcode and shape (at most ``max_label`` characters each), so the
+    text stays inside its node at a readable size."""
     graph = kernel_to_networkx(kernel)
+    rows = _rows(graph)
     if ax is None:
-        width = max(6.0, 1.3 * max(len(v) for v in _rows(graph)))
-        _, ax = plt.subplots(figsize=(min(width, 16), 1.1 * (len(_rows(graph)) + 1)))
+        width = max(6.0, 1.9 * max(len(v) for v in rows))
+        _, ax = plt.subplots(figsize=(min(width, 18), 1.05 * (len(rows) + 1)))
     pos = (
         _layered_positions(graph) if nx.is_directed_acyclic_graph(graph) else nx.spring_layout(graph, seed=0)
     )
-    colors = [
-        "#f4a261" if data["output"] else "#8ecae6" if data["opcode"] == "parameter" else "#e9ecef"
-        for _, data in graph.nodes(data=True)
-    ]
-    labels = {i: f"{d['opcode'][:max_label]}\n{d['shape'][:max_label]}" for i, d in graph.nodes(data=True)}
-    nx.draw_networkx(
-        graph,
-        pos,
-        ax=ax,
-        labels=labels,
-        node_color=colors,
-        node_size=1600,
-        font_size=7,
-        edgecolors="#495057",
-        arrowsize=12,
-    )
+    colors = {
+        i: "#f4a261" if data["output"] else "#8ecae6" if data["opcode"] == "parameter" else "#e9ecef"
+        for i, data in graph.nodes(data=True)
+    }
+    nx.draw_networkx_edges(graph, pos, ax=ax, node_size=2600, arrowsize=12, edge_color="#495057")
+    for i, d in graph.nodes(data=True):
+        x, y = pos[i]
+        ax.text(
+            x,
+            y,
+            f"{d['opcode'][:max_label]}\n{d['shape'][:max_label]}",
+            ha="center",
+            va="center",
+            fontsize=8,
+            bbox={"boxstyle": "round,pad=0.35", "fc": colors[i], "ec": "#495057"},
+            zorder=3,
+        )
+    xs, ys = [x for x, _ in pos.values()], [y for _, y in pos.values()]
+    ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
+    ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
     ops = sum(1 for n in kernel.nodes if n.opcode != "parameter")
     inputs = kernel.num_nodes - ops
     ax.set_title(
@@ -137,14 +145,18 @@ def feature_heatmap(
     sns.heatmap(
         frame,
         ax=ax,
+        mask=frame == 0,  # a zero shows as the background, so small non-zero values stand out
         cmap="viridis",
         xticklabels=True,
         yticklabels=True,
-        cbar_kws={"label": "feature value (log-scaled magnitudes)"},
+        linewidths=0.3,
+        linecolor="#f1f3f5",
+        cbar_kws={"label": "feature value (log-scaled magnitudes; white: 0)"},
     )
+    ax.set_facecolor("white")
     ax.set_title(
         f"node features of {graph.name}: {frame.shape[0]} non-zero of {len(feature_names)} features "
-        f"(rows) for its {frame.shape[1]} nodes (columns)"
+        f"(rows) for its {frame.shape[1]} nodes (columns); white cells are 0"
     )
     ax.set_xlabel("node: opcode")
     ax.tick_params(axis="y", labelsize=8)
@@ -279,9 +291,13 @@ def opcode_frequencies(dataset: KernelDataset, ax: plt.Axes | None = None, top: 
     names = np.array(OPCODE_VOCAB)
     keep = [i for i in np.argsort(-counts) if names[i] != "parameter" and counts[i] > 0][:top]
     ax = _axes(ax, (8, 0.28 * len(keep) + 1.5))
-    ax.barh(names[keep], counts[keep], color="#457b9d")
+    # Dots, not bars: on a log axis a bar's length depends on where the axis starts.
+    ax.hlines(names[keep], 0, counts[keep], color="#dee2e6", lw=1)
+    ax.plot(counts[keep], names[keep], "o", color="#457b9d", ms=6)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    ax.set_xlim(counts[keep].min() / 2, counts[keep].max() * 2)
+    ax.grid(axis="x", which="major", color="#e9ecef")
     ax.set_xlabel("nodes (log scale)")
     shown = f"the {len(keep)} most frequent" if len(keep) == top else "every opcode"
     ax.set_title(f"opcodes over all kernel nodes ({shown}; parameters left out)")
@@ -289,17 +305,22 @@ def opcode_frequencies(dataset: KernelDataset, ax: plt.Axes | None = None, top: 
 
 
 def kernel_sizes(frame: pd.DataFrame, ax: plt.Axes | None = None, bins: int = 30) -> plt.Axes:
-    """Histogram of kernel sizes in nodes, on log-spaced bins that each hold at least one whole
-    number (sizes are integers: narrower bins at the low end would stay empty)."""
+    """Distribution of kernel sizes in nodes, on log-spaced bins whose edges sit between whole
+    numbers. Sizes are integers, so such bins hold 1, 2, 3, ... sizes each; a bar's height is the
+    number of kernels per size in its bin (its count divided by the sizes it holds), which keeps
+    wider bins from standing out as taller ones. The bars' areas add up to the kernels."""
 
     ax = _axes(ax, (7, 3.5))
     largest = int(frame["n_nodes"].max())
     edges = np.unique(np.round(np.logspace(0, np.log10(largest + 1), bins))) + 0.5
     edges = np.concatenate([[0.5], edges[edges > 0.5]])
-    ax.hist(frame["n_nodes"], bins=edges, color="#6d597a")
+    counts, _ = np.histogram(frame["n_nodes"], bins=edges)
+    sizes = np.diff(edges)  # whole numbers per bin (edges are half-integers)
+    ax.bar(edges[:-1], counts / sizes, width=sizes, align="edge", color="#6d597a")
     ax.set_xscale("log")
+    ax.set_yscale("log")  # the tail of large kernels stays visible
     ax.set_xlabel("nodes per kernel (log scale)")
-    ax.set_ylabel("kernels")
+    ax.set_ylabel("kernels per node count (log scale)")
     ax.set_title(f"kernel size: {len(frame):,} kernels, 1 to {largest} nodes")
     return ax
 
@@ -338,13 +359,16 @@ def learning_curves(
     """
     ax = _axes(ax, (7.5, 4.2))
     colors = ("#1d3557", "#e63946", "#2a9d8f", "#f4a261", "#6d597a", "#8d99ae")
-    for (name, history), color in zip(histories.items(), colors, strict=False):
+    markers = ("o", "s", "^", "D", "v", "P")  # runs whose curves coincide stay apart by their markers
+    for (name, history), color, marker in zip(histories.items(), colors, markers, strict=False):
         epochs = np.arange(1, len(history["train_loss"]) + 1, dtype=float)
         x = epochs * examples_per_epoch[name] / 1e3 if examples_per_epoch is not None else epochs
-        ax.plot(x, history["train_loss"], color=color, ls="--", label=f"{name} train")
-        ax.plot(x, history["val_loss"], color=color, label=f"{name} validation")
+        every = max(1, len(x) // 10)
+        style = {"color": color, "marker": marker, "markevery": every, "ms": 4, "mfc": "white"}
+        ax.plot(x, history["train_loss"], ls="--", lw=1.2, label=f"{name} train", **style)
+        ax.plot(x, history["val_loss"], lw=1.6, label=f"{name} validation", **style)
         best = int(np.argmin(history["val_loss"]))
-        ax.plot(x[best], history["val_loss"][best], "o", color=color, ms=5)
+        ax.plot(x[best], history["val_loss"][best], marker, color=color, ms=8, mec="black")
     if noise_floor is not None:
         ax.axhline(noise_floor, color="#6c757d", ls=":", lw=1.5, label="label noise (re-measured labels)")
     ax.set_yscale("log")
@@ -474,17 +498,25 @@ def program_kernels(
     ax: plt.Axes | None = None,
     title: str | None = None,
 ) -> plt.Axes:
-    """One row per kernel of a program, one bar per series (e.g. predicted and measured), in us (log scale)."""
+    """One row per kernel of a program, one dot per series (e.g. predicted and measured), in us (log
+    scale); a grey line joins a row's dots. Dots, not bars: on a log axis a bar's length depends on
+    where the axis starts, a dot's position does not."""
     series = {k: np.asarray(v, dtype=float) for k, v in runtimes_us.items()}
-    ax = _axes(ax, (8, 0.32 * len(names) * max(len(series), 1) / 2 + 1.8))
-    height = 0.8 / max(len(series), 1)
+    ax = _axes(ax, (8, 0.3 * len(names) + 1.8))
     y = np.arange(len(names))
-    colors = ("#adb5bd", "#457b9d", "#e76f51", "#2a9d8f")
-    for i, ((label, values), color) in enumerate(zip(series.items(), colors, strict=False)):
-        ax.barh(y + (i - (len(series) - 1) / 2) * height, values, height=height, color=color, label=label)
+    values = np.vstack(list(series.values())) if series else np.full((1, len(names)), np.nan)
+    finite = np.where(np.isfinite(values) & (values > 0), values, np.nan)
+    with np.errstate(all="ignore"):
+        low, high = np.nanmin(finite, axis=0), np.nanmax(finite, axis=0)
+    ax.hlines(y, low, high, color="#dee2e6", lw=2, zorder=1)
+    colors = ("#495057", "#457b9d", "#e76f51", "#2a9d8f")
+    markers = ("o", "s", "D", "^")
+    for (label, vals), color, marker in zip(series.items(), colors, markers, strict=False):
+        ax.plot(vals, y, marker, color=color, ms=6, label=label, zorder=2, ls="none")
     ax.set_yticks(y, list(names), fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    ax.grid(axis="x", which="major", color="#e9ecef")
     ax.set_xlabel("kernel runtime (us, log scale)")
     ax.legend(fontsize=8, loc="lower right")
     if title:
@@ -514,7 +546,7 @@ def tile_landscape(
     sns.heatmap(
         grid,
         annot=True,
-        fmt=".2g",
+        fmt=".2f",
         cmap="viridis_r",
         cbar_kws={"label": "runtime (ms, fastest over other dims)"},
         ax=ax,
@@ -530,14 +562,16 @@ def top_k_curves(
     ax: plt.Axes | None = None,
     title: str = "top-k slowdown on the test kernels (lower is better)",
 ) -> plt.Axes:
-    """Mean top-k slowdown (%) against k, one line per method; ``curves[name][k-1]`` is the fraction for k.
+    """Mean top-k slowdown (%) against k, one line per method; ``curves[name][k-1]`` is the mean
+    over kernels of the fraction for k.
 
-    Methods that coincide (often all at 0%) stay visible: each line has its own style and marker,
-    and its points are shifted sideways a little."""
-    ax = _axes(ax, (6.5, 4))
-    styles = ["-", "--", ":", "-."]
+    Methods that coincide (often all at 0%) stay visible: each line has its own style and an open
+    marker of its own shape, the earlier lines' markers larger (so one drawn on another rings it),
+    and its points are shifted sideways."""
+    ax = _axes(ax, (7.5, 4))
+    styles = ["-", "--", ":", "-.", (0, (3, 1, 1, 1))]
     markers = ["o", "s", "^", "D", "v", "P"]
-    shift = np.linspace(-0.15, 0.15, len(curves)) if len(curves) > 1 else [0.0]
+    shift = np.linspace(-0.25, 0.25, len(curves)) if len(curves) > 1 else [0.0]
     for i, (name, values) in enumerate(curves.items()):
         ks = np.arange(1, len(values) + 1) + shift[i]
         ax.plot(
@@ -545,11 +579,15 @@ def top_k_curves(
             100.0 * np.asarray(values, dtype=float),
             linestyle=styles[i % len(styles)],
             marker=markers[i % len(markers)],
-            markersize=5,
+            markersize=max(10.0 - 1.5 * i, 4.0),
+            markerfacecolor="none",
+            markeredgewidth=1.3,
             label=name,
         )
+    longest = max((len(v) for v in curves.values()), default=1)
+    ax.set_xticks(range(1, longest + 1, 1 if longest <= 10 else 2))
     ax.set_xlabel("k (configurations measured, best predicted first; points shifted sideways)")
-    ax.set_ylabel("slowdown vs the true best (%, symlog scale)")
+    ax.set_ylabel("mean slowdown vs the true best\n(%, symlog scale)")
     ax.set_yscale("symlog", linthresh=1.0)  # 0 stays visible; 1% .. 1000% on one axis
     ax.set_title(title)
     ax.set_ylim(bottom=-0.1)
@@ -561,11 +599,18 @@ def top_k_curves(
 
 
 def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None = None) -> Any:
-    """The paper's Fig. 4 as bars: mean speedup over the default (error bars: min..max over seeds)
-    from the default and from random starts, device-only beside model-guided."""
+    """The paper's Fig. 4 as bars: mean speedup over the default (error bars: min..max over seeds,
+    drawn only when there are two seeds or more) from the default and from random starts,
+    device-only beside model-guided.
+
+    Where the report has a noise floor (``report["noise"]["spread"]`` = s, the default's slowest
+    over fastest fresh-process runtime minus 1, `tpucost.autotune.measurement_noise`), a grey band
+    spans 1 / (1 + s) .. 1 + s: where a speedup of the default over itself, taken from two such
+    measurements, could land. Its legend reads "noise floor" and s in %."""
     ax = ax or plt.subplots(figsize=(5.5, 3.5))[1]
     starts = [s for s in STARTS if s in report["strategies"]["device_only"]]
     x = np.arange(len(starts))
+    several_seeds = len(report.get("seeds", [])) != 1
     for j, (strategy, label) in enumerate(
         (("device_only", "device only"), ("model_guided", "model + device"))
     ):
@@ -577,11 +622,20 @@ def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None =
                 for m, e in zip(mean, entries, strict=True)
             ]
         ).T
-        ax.bar(x + (j - 0.5) * 0.38, mean, 0.38, yerr=err, capsize=4, label=label)
+        ax.bar(
+            x + (j - 0.5) * 0.38,
+            mean,
+            0.38,
+            yerr=err if several_seeds else None,
+            capsize=4 if several_seeds else 0,
+            label=label,
+        )
     ax.axhline(1.0, color="k", lw=0.8)
     noise = report.get("noise", {}).get("spread")
     if noise is not None:  # the band within which a speedup cannot be told from noise
-        ax.axhspan(1.0 - noise, 1.0 + noise, color="0.85", zorder=0, label=f"noise floor ±{100 * noise:.1f}%")
+        ax.axhspan(
+            1.0 / (1.0 + noise), 1.0 + noise, color="0.85", zorder=0, label=f"noise floor {100 * noise:.1f}%"
+        )
     ax.set_xticks(x, [s.replace("_", " ") for s in starts])
     ax.set_ylabel("speedup over the default")
     ax.set_title(
@@ -613,7 +667,8 @@ def plot_speedup_panels(reports: Mapping[str, Mapping[str, Any]], title: str | N
 def plot_progress(
     runs: Sequence[SearchRun], default_ns: float, ax: Any = None, title: str | None = None
 ) -> Any:
-    """Best in-search runtime so far (ms) against device seconds, one line per search, with the
+    """Best in-search runtime so far (ms) against device seconds, one line per search (a marker per
+    measured candidate; the legend outside the axes), with the
     default's fresh-process runtime ``default_ns`` as a reference line. In-search figures are single
     measurements taken minutes apart, so they are drawn as measured, not divided by a figure
     measured at another time."""
@@ -632,13 +687,16 @@ def plot_progress(
             where="post",
             color=colors.get(r.strategy),
             ls=styles.get(r.start, "-"),
+            marker="o" if r.strategy == "device_only" else "s",
+            markersize=5,
+            markerfacecolor="none",
             alpha=0.8,
             label=None if label in seen else label,
         )
         seen.add(label)
     ax.axhline(default_ns / 1e6, color="k", lw=0.8, label="default (fresh process)")
-    ax.set_xlabel("device seconds")
+    ax.set_xlabel("device seconds (a marker: one candidate measured)")
     ax.set_ylabel("best runtime so far (ms, in-search)")
     ax.set_title(title or "search progress")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax

@@ -20,7 +20,13 @@ from tpucost import (
     train,
 )
 from tpucost.cli.common import all_cores_flag, emit, label_mode, names, shard
-from tpucost.cli.tile_commands import cmd_collect_tiles, cmd_evaluate_tiles, cmd_tile_noise, cmd_train_tiles
+from tpucost.cli.tile_commands import (
+    cmd_collect_tiles,
+    cmd_evaluate_tiles,
+    cmd_tile_noise,
+    cmd_tile_stats,
+    cmd_train_tiles,
+)
 from tpucost.data import additivity, kernel_collection
 from tpucost.data import kernel as kernel_data
 from tpucost.tasks import kernel
@@ -113,6 +119,8 @@ def _print_stats(s: dict) -> None:
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
+    if args.task == "tile":
+        return cmd_tile_stats(args)
     try:
         s = kernel_data.stats(kernel_data.load_kernel_dataset(args.dir))
     except (FileNotFoundError, ValueError) as err:
@@ -163,11 +171,12 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_data_merge)
     p = d.add_parser("stats", help="summary of a data set")
+    p.add_argument("--task", choices=("kernel", "tile"), default="kernel")
     p.add_argument(
         "dir",
         nargs="?",
         default=None,
-        help="data folder (default: bundled kernels_cpu, or $TPUCOST_DATA_DIR/kernels_cpu)",
+        help="data folder (default: bundled kernels_cpu or tiles_cpu, or the same under $TPUCOST_DATA_DIR)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_data_stats)
@@ -365,13 +374,14 @@ def _print_compiler_summary(result: dict) -> None:
         "range over runs"
     )
     print(
-        f"{'device':<14}{'cpu':<30}{'jaxlib':<9}{'runs':>5}{'kernels':>9}  {'raw':>11}  {'corrected':>11}  kept"
+        f"{'device':<14}{'cpu':<30}{'jaxlib':<9}{'runs':>5}{'kernels':>9}  {'raw':>11}  {'corrected':>11}"
+        f"  {'removed':>9}  kept"
     )
     for r in result["rows"]:
         print(
             f"{r['device']:<14}{str(r['cpu_model'])[:29]:<30}{r['jaxlib']:<9}{r['runs']:>5}{r['kernels']:>9}  "
             f"{r['before_min']:5.1f}-{r['before_max']:<5.1f}  {r['after_min']:5.1f}-{r['after_max']:<5.1f}  "
-            f"{', '.join(r['modes'])}"
+            f"{r['gain_min']:3.1f}-{r['gain_max']:<5.1f}  {', '.join(r['modes'])}"
         )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from tpucost import (
     checkpoint,
+    device,
     tiles,
     train,
 )
@@ -49,6 +50,33 @@ def cmd_tile_noise(args: argparse.Namespace) -> int:
         return fail(err)
     print(json.dumps({k: v for k, v in report.items() if k != "problems"}, indent=1))
     return 0
+
+
+def _print_tile_stats(s: dict) -> None:
+    print(f"{s['problems']} tile problems, {s['configs']} configurations measured")
+    print("families:       " + ", ".join(f"{k} {v}" for k, v in s["problems_per_family"].items()))
+    c = s["configs_per_problem"]
+    print(f"configurations per problem: {c['min']}-{c['max']} (median {c['median']:g})")
+    r = s["runtime_ns"]
+    print(f"runtime ns:     min {r['min']:.4g}, median {r['median']:.4g}, max {r['max']:.4g}")
+    b = s["best_over_worst"]
+    print(
+        f"slowest / fastest configuration of a problem: median {b['median']:.1f}x "
+        f"(min {b['min']:.1f}x, max {b['max']:.1f}x)"
+    )
+    print(
+        "  median per family: "
+        + ", ".join(f"{k} {v:.1f}x" for k, v in s["best_over_worst_per_family"].items())
+    )
+    print(f"device:         {device.describe(s['device'])}")
+
+
+def cmd_tile_stats(args: argparse.Namespace) -> int:
+    try:
+        s = tile_data.stats(tile_data.load_tile_dataset(args.dir))
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    return emit(s, args.json, _print_tile_stats)
 
 
 def tile_dataset(args: argparse.Namespace):

@@ -175,7 +175,25 @@ def check_2(median_diff: dict[int, float | None] | None, runs: dict[int, tuple] 
     if not median_diff or runs is None or any(v is None for v in median_diff.values()):
         return not_attempted(2, "runs (your measurements) and median_diff (a float per repeats value)")
     require(set(median_diff) == set(runs), 2, f"give one value per repeats value measured: {sorted(runs)}.")
-    for r, (first, second) in runs.items():
+    for r, pair in runs.items():
+        require(
+            len(pair) == 2 and all(isinstance(m, Measurement) for m in pair),
+            2,
+            f"runs[{r}] should hold two measurements: measure_kernels(program.fn, *program.args, repeats={r}), twice.",
+        )
+        first, second = pair
+        for m in pair:
+            traced = len(m.run_span_ns)  # one span per traced run: the repeats it was measured with
+            require(
+                traced == r,
+                2,
+                f"runs[{r}] holds a measurement of {traced} traced runs; measure with repeats={r}.",
+            )
+        require(
+            first is not second and first.run_span_ns != second.run_span_ns,
+            2,
+            f"runs[{r}] holds the same measurement twice; call measure_kernels twice, one fresh measurement each.",
+        )
         rel = relative_differences(first, second)
         require(
             close(median_diff[r], float(np.median(rel)), 1e-6 + 1e-3 * float(np.median(rel))),
@@ -222,7 +240,11 @@ def check_4(tau_per_program: float | None, frame: pd.DataFrame) -> bool:
         "compute evaluate.kendall_tau(g['n_nodes'], g['runtime_ns']) for each program g, then the "
         "median over programs (np.nanmedian skips programs with a single kernel).",
     )
-    return correct(4, "Compare it with the trained model's tau in notebook 03's Table 2.")
+    return correct(
+        4,
+        "Notebook 03's Table 2 also takes a tau per program and the median over programs, on each test "
+        "program's every kernel: set the trained model's beside this one, knowing the rows differ.",
+    )
 
 
 def check_5(top_kind: str | None, data_dir: str | os.PathLike | None) -> bool:

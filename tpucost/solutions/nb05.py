@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tpucost import autotune
-from tpucost.solutions.grading import close, correct, not_attempted, quietly, require
+from tpucost.solutions.grading import WrongAnswer, close, correct, not_attempted, quietly, require
 
 
 def exercise_1(program: str = "example:transformer") -> dict[str, Any]:
@@ -235,16 +235,20 @@ def check_1(n_configurations: int | None, choices_per_knob: dict[str, int] | Non
 
 def check_2(search_runs: pd.DataFrame | None, gains_more: str | None) -> bool:
     """Which search (anneal or random) gains more from the model, from the learner's table
-    (columns search, strategy, speedup_vs_default; the mean over starts and seeds of each)."""
+    (columns search, strategy and speedup, as `autotune.report_table` gives them with a column
+    search added, or speedup_vs_default as `exercise_2` names it; the mean over starts and seeds)."""
     if search_runs is None or gains_more is None:
         return not_attempted(2, "search_runs (your table) and gains_more ('anneal' or 'random')")
+    require(isinstance(search_runs, pd.DataFrame), 2, "the table should be a pandas DataFrame.")
+    speedup = next((c for c in ("speedup_vs_default", "speedup") if c in search_runs.columns), None)
     require(
-        {"search", "strategy", "speedup_vs_default"} <= set(search_runs.columns),
+        speedup is not None and {"search", "strategy"} <= set(search_runs.columns),
         2,
-        "the table needs the columns search, strategy and speedup_vs_default (solutions.exercise_2's).",
+        "the table needs the columns search, strategy and speedup: autotune.report_table(report) "
+        "of each run, with a column search added (pd.concat of the two).",
     )
     require({"anneal", "random"} <= set(search_runs["search"]), 2, "run both searches, anneal and random.")
-    mean = search_runs.groupby(["search", "strategy"])["speedup_vs_default"].mean()
+    mean = search_runs.groupby(["search", "strategy"])[speedup].mean()
     gain = {s: mean[s]["model_guided"] - mean[s]["device_only"] for s in ("anneal", "random")}
     expected = max(gain, key=gain.get)
     require(
@@ -256,23 +260,59 @@ def check_2(search_runs: pd.DataFrame | None, gains_more: str | None) -> bool:
     return correct(2, f"Gain from the model: anneal {gain['anneal']:+.3f}, random {gain['random']:+.3f}.")
 
 
+#: The knobs exercise 3 asks for: an activation choice and a remat policy, two choices or more each.
+MY_KNOBS = ("activation", "remat")
+
+
 def check_3(spec: str | None) -> bool:
-    """A program of the learner's own (``FILE.py:NAME``) that the autotuner can search."""
+    """A program of the learner's own (``FILE.py:NAME``) that the autotuner can search: its file
+    loads (`autotune.load_tunable`), its space has the knobs `MY_KNOBS` with two choices or more
+    each (the remat choices "none" or `jax.checkpoint_policies` names), and its default
+    configuration and one with remat on build and compile."""
     if spec is None:
-        return not_attempted(3, 'my_spec to "my_program.py:my_mlp"')
+        return not_attempted(3, 'my_spec to your program, as "FILE.py:NAME"')
     require(
         not str(spec).startswith("example:"), 3, "that is a bundled example; write a program of your own."
     )
-    tunable = autotune.load_tunable(spec, "program")
+    try:
+        tunable = autotune.load_tunable(str(spec), "program")
+    except Exception as err:  # a missing file, a missing function, a bad space: all the learner's
+        raise WrongAnswer(f"exercise 3: not yet. {spec} does not load as a program: {err}") from None
+    knobs = tunable.space.knobs
+    missing = [k for k in MY_KNOBS if k not in knobs]
     require(
-        len(tunable.space.knobs) >= 2 and all(len(v) >= 2 for v in tunable.space.knobs.values()),
+        not missing,
         3,
-        "give the space at least two knobs with at least two choices each.",
+        f"the space has no knob {missing}: give NAME.space the knobs {list(MY_KNOBS)} "
+        "(an activation choice and a remat policy), at least two knobs with two choices each.",
     )
-    fn, args = tunable.build(tunable.space.default)
-    require(callable(fn), 3, "the function must return (fn, args) with fn callable.")
-    jax.jit(fn).lower(*args).compile()
-    return correct(3, f"{spec} has {tunable.space.size} configurations and compiles.")
+    require(
+        all(len(knobs[k]) >= 2 for k in MY_KNOBS),
+        3,
+        f"give each of the knobs {list(MY_KNOBS)} at least two choices, so there is something to choose.",
+    )
+    policies = {"none", *(n for n in dir(jax.checkpoint_policies) if not n.startswith("_"))}
+    require(
+        any(str(p) != "none" for p in knobs["remat"]),
+        3,
+        "give remat a jax.checkpoint policy besides 'none' (e.g. 'dots_saveable').",
+    )
+    unknown = [p for p in knobs["remat"] if str(p) not in policies]
+    require(
+        not unknown,
+        3,
+        f"remat choices {unknown} are neither 'none' nor a name in jax.checkpoint_policies "
+        "(e.g. 'dots_saveable', 'nothing_saveable').",
+    )
+    remat_on = {**tunable.space.default, "remat": next(p for p in knobs["remat"] if str(p) != "none")}
+    for config in (tunable.space.default, remat_on):
+        fn, args = tunable.build(config)
+        require(callable(fn), 3, "the function must return (fn, args) with fn callable.")
+        try:
+            jax.jit(fn).lower(*args).compile()
+        except Exception as err:  # the learner's function fails to trace or compile
+            raise WrongAnswer(f"exercise 3: not yet. {spec} at {config} does not compile: {err}") from None
+    return correct(3, f"{spec} has {tunable.space.size} configurations and compiles with and without remat.")
 
 
 def check_4(strategy: Any) -> bool:

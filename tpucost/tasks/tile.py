@@ -50,11 +50,13 @@ __all__ = [
     "suggest_tiles",
     "dataset_scores",
     "analytical_scores",
+    "fewest_steps_scores",
     "MODEL_NAMES",
     "predicts_runtimes",
     "runtime_ns",
     "seed_spread",
     "seed_summary",
+    "seed_runs",
 ]
 
 #: Losses a tile model can be trained with: every loss of `tpucost.losses.LOSSES`.
@@ -347,6 +349,29 @@ def analytical_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> li
     ]
 
 
+def fewest_steps_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+    """A heuristic baseline with nothing measured or learned: every configuration of the kernels
+    ``part`` scored by its number of grid steps (`tpucost.tiles.tile_cost`), so that the fewest
+    steps, that is the largest blocks, rank first. Configurations with as many steps tie (a top-k
+    pick keeps their data-set order). On XLA:CPU, where Pallas runs in interpret mode and every
+    grid step costs about the same, this is the baseline a learned tile model has to beat."""
+    return [
+        np.asarray(
+            [
+                tiles.tile_cost(
+                    str(dataset.family[i]),
+                    tiles.parse_problem_shape(str(dataset.family[i]), str(dataset.shape[i])),
+                    str(dataset.dtype[i]),
+                    c,
+                ).steps
+                for c in dataset.configs(int(i))
+            ],
+            np.float64,
+        )
+        for i in part
+    ]
+
+
 #: Table 3 row name of the model trained with each loss (`tpucost.losses.LOSSES`).
 MODEL_NAMES: dict[str, str] = {name: loss.model_name for name, loss in losses.LOSSES.items()}
 
@@ -499,3 +524,24 @@ def seed_summary(path: str | os.PathLike | None = None) -> Any:
             for name, m in report["summary"].items()
         }
     ).T.rename_axis(f"random splits {seeds}")
+
+
+def seed_runs(path: str | os.PathLike | None = None) -> Any:
+    """Every run of `seed_spread` (default: the bundled ``tile_seeds.json``), one row per split seed
+    and model: ``split_seed``, ``model``, ``kendall_mean``, ``top1``, ``top5``, ``top10``,
+    ``n_kernels`` (pandas); None when the file does not exist. `seed_summary` is its summary."""
+    path = Path(path) if path is not None else checkpoint.bundled_checkpoints_dir() / "tile_seeds.json"
+    if not path.is_file():
+        return None
+    report = read_json_object(path)
+    return pd.DataFrame(
+        [
+            {
+                "split_seed": int(run["split_seed"]),
+                "model": name,
+                **{k: m[k] for k in ("kendall_mean", "top1", "top5", "top10", "n_kernels") if k in m},
+            }
+            for run in report["runs"]
+            for name, m in run["results"].items()
+        ]
+    )
