@@ -137,6 +137,28 @@ def corpus_modules(valid_only: bool = True) -> list[tuple[str, str]]:
     return out
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker: hand the generation and cross-check counts to the controller,
+    which prints the summary (`pytest_testnodedown`)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["tpucost_generation"] = json.dumps(GENERATION)
+        workeroutput["tpucost_cross_check"] = json.dumps(XLA_CROSS_CHECK)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """On the xdist controller: collect what each worker counted (a worker that generated the
+    modules wins over one that read them from the cache; cross-check counts add up)."""
+    out = getattr(node, "workeroutput", {})
+    generation = json.loads(out.get("tpucost_generation", "{}"))
+    if generation and (not GENERATION or generation.get("source") == "generated"):
+        GENERATION.clear()
+        GENERATION.update(generation)
+    for key, count in json.loads(out.get("tpucost_cross_check", "{}")).items():
+        XLA_CROSS_CHECK[key] = XLA_CROSS_CHECK.get(key, 0) + count
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """Print how many modules were generated and how many the XLA cross-check compared."""
     if "seconds" in GENERATION:

@@ -97,19 +97,25 @@ def runs_table(setting: str, score: str, values: dict[str, list[float]]) -> pd.D
 SMALL = {"batch": 2, "image": 8, "channels": 4}
 
 
-def _entry_kernel_count(text: str) -> int:
-    """Instructions of the entry computation that run as kernels, counted from the text alone:
-    all but parameters, constants, tuples, get-tuple-elements and bitcasts."""
+def _entry_kernels(text: str) -> list[tuple[str, str]]:
+    """(output shape text, opcode) of every instruction of the entry computation that runs as a
+    kernel, read from the text alone: all but parameters, constants, tuples, get-tuple-elements
+    and bitcasts."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("ENTRY"))
-    count = 0
+    found = []
     for line in lines[start + 1 :]:
         if line.startswith("}"):
             break
-        op = re.match(r"\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*\S+\s+([a-z\-]+)\(", line)
-        if op and op.group(1) not in {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}:
-            count += 1
-    return count
+        op = re.match(r"\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s([a-z\-]+)\(", line)
+        if op and op.group(2) not in {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}:
+            found.append((op.group(1), op.group(2)))
+    return found
+
+
+def _entry_kernel_count(text: str) -> int:
+    """How many kernels the entry computation runs (`_entry_kernels`)."""
+    return len(_entry_kernels(text))
 
 
 def test_nb01_exercise_1(capsys):
@@ -136,18 +142,12 @@ _ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s32": 4, "f
 
 
 def _entry_bytes_written(text: str) -> int:
-    """Bytes the entry computation's kernels write, from the text alone: the output shape (or the
-    shapes of an output tuple) of every instruction `_entry_kernel_count` counts."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("ENTRY"))
+    """Bytes the entry computation's kernels write: the output shape (or the shapes of an output
+    tuple) of every instruction `_entry_kernels` finds."""
     total = 0
-    for line in lines[start + 1 :]:
-        if line.startswith("}"):
-            break
-        op = re.match(r"\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s([a-z\-]+)\(", line)
-        if op and op.group(2) not in {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}:
-            for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", op.group(1)):
-                total += _ELEMENT_BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d]))
+    for shape, _ in _entry_kernels(text):
+        for dtype, dims in re.findall(r"(\w+)\[([\d,]*)\]", shape):
+            total += _ELEMENT_BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d]))
     return total
 
 

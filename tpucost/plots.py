@@ -641,7 +641,9 @@ def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None =
     ax.set_title(
         title or f"{report['program']} ({report['space']} space), {report['budget_seconds']:g} device s"
     )
-    ax.legend(fontsize=8)
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, top + 0.3 * (top - bottom))  # headroom: the legend sits above the bars
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
     return ax
 
 
