@@ -50,7 +50,7 @@ test-newest: $(STAMP)
 ## compile options, Pallas), then its timing tests alone
 test-colab: $(COLAB_STAMP)
 	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) -m "core and not slow and not notebooks and not quiet"
-	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m "core and quiet"
+	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m "core and quiet and not newest_only"
 
 ## check: the edit loop: unit tests only (nothing timed on the device, no training runs, no notebooks)
 check: $(STAMP)
