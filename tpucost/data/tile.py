@@ -674,7 +674,8 @@ def stats(ds: TileDataset) -> dict[str, Any]:
     ``best_over_worst`` summarises, over problems, the slowest config's runtime over the fastest's
     (how much choosing the tile matters); ``best_over_worst_per_family`` is its median per family.
     """
-    fam, counts = np.unique(ds.family.astype(str), return_counts=True)
+    families = ds.family.astype(str)
+    fam, counts = np.unique(families, return_counts=True)
     cfg_fam = ds.family[ds.config_problem] if ds.num_configs else np.zeros(0, str)
     spread = np.array([ds.runtime_ns(i).max() / ds.runtime_ns(i).min() for i in range(len(ds))])
     return {
@@ -686,9 +687,7 @@ def stats(ds: TileDataset) -> dict[str, Any]:
         "configs_per_problem": _summary(ds.configs_per_problem),
         "runtime_ns": _summary(ds.config_runtime_ns),
         "best_over_worst": _summary(spread),
-        "best_over_worst_per_family": {
-            str(f): float(np.median(spread[ds.family.astype(str) == f])) for f in fam
-        },
+        "best_over_worst_per_family": {str(f): float(np.median(spread[families == f])) for f in fam},
         "nodes_per_graph": _summary(ds.table.n_nodes),
         "num_config_features": ds.num_config_features,
         "num_node_features": ds.features.num_node_features,

@@ -35,10 +35,15 @@ def correct(exercise: int, detail: str = "") -> bool:
     return True
 
 
+def wrong_answer(exercise: int, hint: str) -> WrongAnswer:
+    """The `WrongAnswer` for exercise ``exercise`` with ``hint`` (raise it)."""
+    return WrongAnswer(f"exercise {exercise}: not yet. {hint}")
+
+
 def require(condition: bool, exercise: int, hint: str) -> None:
     """Raise `WrongAnswer` with ``hint`` unless ``condition`` holds."""
     if not condition:
-        raise WrongAnswer(f"exercise {exercise}: not yet. {hint}")
+        raise wrong_answer(exercise, hint)
 
 
 def close(answer: Any, expected: float, tolerance: float) -> bool:

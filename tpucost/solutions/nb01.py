@@ -21,7 +21,7 @@ from flax import nnx
 
 from tpucost import compat, features, hlo, kernels
 from tpucost.measure import compile_fn
-from tpucost.solutions.grading import WrongAnswer, close, correct, not_attempted, quietly, require
+from tpucost.solutions.grading import close, correct, not_attempted, quietly, require, wrong_answer
 
 #: Compile options that switch off XLA:CPU's library (YNNPACK/XNNPACK) fusions: the corpus's
 #: ``no_library_fusion`` configuration.
@@ -292,7 +292,7 @@ def check_4(corrupted_file: str | os.PathLike | None, error_line: int | None, or
     except hlo.HloParseError as err:
         parser_line = err.line
     else:
-        raise WrongAnswer(f"exercise 4: not yet. {path} still parses; delete an instruction's '='.")
+        raise wrong_answer(4, f"{path} still parses; delete an instruction's '='.")
     require(
         int(error_line) == parser_line,
         4,

@@ -335,18 +335,16 @@ def train_tile_models(
     return report
 
 
+def _problem(dataset: tile_data.TileDataset, i: int) -> tuple[str, tuple[int, ...], str]:
+    """Problem ``i`` of ``dataset`` as the cost functions take it: family, shape, dtype."""
+    family = str(dataset.family[i])
+    return family, tiles.parse_problem_shape(family, str(dataset.shape[i])), str(dataset.dtype[i])
+
+
 def analytical_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
     """The analytical tile model's runtime estimates (ns) for every configuration of the kernels ``part``."""
     model = analytical.AnalyticalTileModel()
-    return [
-        model.predict_ns(
-            str(dataset.family[i]),
-            tiles.parse_problem_shape(str(dataset.family[i]), str(dataset.shape[i])),
-            str(dataset.dtype[i]),
-            dataset.configs(int(i)),
-        )
-        for i in part
-    ]
+    return [model.predict_ns(*_problem(dataset, i), dataset.configs(int(i))) for i in part]
 
 
 def fewest_steps_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
@@ -357,16 +355,7 @@ def fewest_steps_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> 
     grid step costs about the same, this is the baseline a learned tile model has to beat."""
     return [
         np.asarray(
-            [
-                tiles.tile_cost(
-                    str(dataset.family[i]),
-                    tiles.parse_problem_shape(str(dataset.family[i]), str(dataset.shape[i])),
-                    str(dataset.dtype[i]),
-                    c,
-                ).steps
-                for c in dataset.configs(int(i))
-            ],
-            np.float64,
+            [tiles.tile_cost(*_problem(dataset, i), c).steps for c in dataset.configs(int(i))], np.float64
         )
         for i in part
     ]
@@ -503,14 +492,20 @@ def seed_spread(
     return report
 
 
+def _seed_report(path: str | os.PathLike | None) -> dict[str, Any] | None:
+    """The report `seed_spread` wrote at ``path`` (default: the bundled ``tile_seeds.json``), or
+    None when there is no such file."""
+    path = Path(path) if path is not None else checkpoint.bundled_checkpoints_dir() / "tile_seeds.json"
+    return read_json_object(path) if path.is_file() else None
+
+
 def seed_summary(path: str | os.PathLike | None = None) -> Any:
     """The spread of Table 3 over several random splits (written by `seed_spread`; default:
     the bundled ``tile_seeds.json``) as a DataFrame: per model the mean, min and max Kendall tau and
     the mean top-1 slowdown (%); None when the file does not exist."""
-    path = Path(path) if path is not None else checkpoint.bundled_checkpoints_dir() / "tile_seeds.json"
-    if not path.is_file():
+    report = _seed_report(path)
+    if report is None:
         return None
-    report = read_json_object(path)
     seeds = [r["split_seed"] for r in report["runs"]]
     return pd.DataFrame(
         {
@@ -530,10 +525,9 @@ def seed_runs(path: str | os.PathLike | None = None) -> Any:
     """Every run of `seed_spread` (default: the bundled ``tile_seeds.json``), one row per split seed
     and model: ``split_seed``, ``model``, ``kendall_mean``, ``top1``, ``top5``, ``top10``,
     ``n_kernels`` (pandas); None when the file does not exist. `seed_summary` is its summary."""
-    path = Path(path) if path is not None else checkpoint.bundled_checkpoints_dir() / "tile_seeds.json"
-    if not path.is_file():
+    report = _seed_report(path)
+    if report is None:
         return None
-    report = read_json_object(path)
     return pd.DataFrame(
         [
             {
