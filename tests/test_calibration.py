@@ -139,14 +139,15 @@ def test_fit_correction_measures_the_dispatch_overhead_of_the_calibration_runs()
     )
 
 
-#: Median APE (%) the calibrated bundled GNN must reach on the foreign programs. Issue 8 asks for 25;
-#: measured on the collection host: see the README ("Calibration to the device at hand").
 @pytest.mark.quiet
-def test_calibration_corrects_the_bundled_model_on_another_device(tmp_path):
+def test_calibration_removes_a_simulated_device_shift(tmp_path):
     """As if the bundled GNN had learned a machine 3x faster than this one (predictions / 3,
-    another fingerprint): calibrating here must bring its error on programs the corpus does not
-    contain (measured once, on the spot, in the label mode: a fresh process pinned to one core)
-    back to the bundled model's own error on them, within the label noise (`LABEL_NOISE_P90`)."""
+    another fingerprint): calibrating it here, on the same measurement of the calibration programs
+    as the bundled model, must predict what the calibrated bundled model predicts on programs the
+    corpus does not contain (measured once, on the spot, in the label mode), within the label noise
+    (`LABEL_NOISE_P90`), and must move the median log(measured / predicted) over their kernels
+    towards 0. How close to 0 depends on the host: its speed on the calibration programs and on
+    these, measured a minute apart, differ by up to 1.5x on a shared machine (README)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -162,14 +163,18 @@ def test_calibration_corrects_the_bundled_model_on_another_device(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     r = json.loads(run.stdout.strip().splitlines()[-1])
     print(
-        f"foreign programs: {r['kernels']} kernels, median APE {r['unshifted']:.1f}% for the bundled model, "
-        f"{r['before']:.1f}% shifted 3x before calibration, {r['after']:.1f}% after (calibration set: "
-        f"{r['calibration_before']:.1f}% -> {r['calibration_after']:.1f}%, correction {r['mode']}, "
-        f"global offset {r['global_offset']:.2f})"
+        f"foreign programs, {r['kernels']} kernels: median APE / log bias "
+        + ", ".join(
+            f"{name} {r[name]['median_ape']:.1f}% / {r[name]['log_bias']:+.2f}"
+            for name in ("bundled", "bundled_calibrated", "shifted", "shifted_calibrated")
+        )
+        + f"; correction {r['shifted_report']['mode']}"
     )
-    assert r["kernels"] >= 15 and r["mode"] != "none"
-    assert r["after"] < r["before"]
-    assert r["after"] <= r["unshifted"] + 100 * LABEL_NOISE_P90, r
+    assert r["kernels"] >= 15 and r["shifted_report"]["mode"] != "none"
+    assert abs(r["shifted_calibrated"]["median_ape"] - r["bundled_calibrated"]["median_ape"]) <= (
+        100 * LABEL_NOISE_P90
+    ), r
+    assert abs(r["shifted_calibrated"]["log_bias"]) < abs(r["shifted"]["log_bias"]), r
 
 
 def test_choose_correction_corrects_only_where_it_helps():
@@ -214,3 +219,13 @@ def test_readme_compiler_table_is_the_bundled_calibrations():
             ], (readme.name, line)
             assert f"| {r['gain_min']:.1f}-{r['gain_max']:.1f} |" in line, (readme.name, line)
             assert f"| {r['kernels']:,} |" in line, (readme.name, line)
+
+
+def test_a_calibration_set_from_another_device_is_refused(tiny_model, monkeypatch, tmp_path):
+    model_dir, _ = tiny_model
+    monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
+    model = costmodel.CostModel.load(model_dir, "gnn", calibrated=False)
+    elsewhere = calibration.CalibrationSet([], [], np.zeros(0), [], {"id": "another-host"}, 0.0)
+    with pytest.raises(ValueError, match="not on this device"):
+        model.calibrate(calibration_set=elsewhere)
+    assert model.correction is None and not list(tmp_path.rglob("*.json"))

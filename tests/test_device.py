@@ -9,26 +9,28 @@ import sys
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
+from conftest import LABEL_NOISE_P90
 
 from tpucost import device
-from tpucost.data import additivity
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
 LABEL_MODE_BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "label_mode.py"
 
 
-def _run_overlap_program(mode: str) -> dict:
-    """`benchmarks/label_mode.py` once in ``mode`` ("pin" or "all"): two independent convolutions."""
+def _run_overlap_program(mode: str, runs: int = 1) -> list[dict]:
+    """`benchmarks/label_mode.py` in ``mode`` ("pin" or "all"), ``runs`` fresh processes: two
+    independent convolutions."""
     out = subprocess.run(
-        [sys.executable, str(LABEL_MODE_BENCHMARK), "--mode", mode, "--runs", "1", "--json"],
+        [sys.executable, str(LABEL_MODE_BENCHMARK), "--mode", mode, "--runs", str(runs), "--json"],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])[mode][0]
+    return json.loads(out.stdout.strip().splitlines()[-1])[mode]
 
 
 @pytest.mark.skipif(
@@ -37,12 +39,15 @@ def _run_overlap_program(mode: str) -> dict:
 )
 @pytest.mark.quiet
 def test_one_core_mode_makes_overlapping_kernels_add_up():
-    # Unpinned, this program's labels sum to 1.4-2x its wall time; pinned, they add up: within the
-    # band the data set calls additive (`additivity.ADDITIVE`, which allows for label noise).
-    pinned = _run_overlap_program("pin")
-    assert pinned["device"]["cores"] == 1 and pinned["device"]["label_mode"] == device.LABEL_MODE
-    low, high = additivity.ADDITIVE
-    assert low <= pinned["ratio"] <= high, f"summed labels / wall time, pinned: {pinned['ratio']:.2f}"
+    # Unpinned, this program's labels may sum to 1.4-2x its wall time; pinned, they add up within
+    # the label noise (`LABEL_NOISE_P90`, as `test_measure.py` asks of a one-kernel-at-a-time
+    # program). The median of three fresh processes: one process's kernels can run 1.5x slower
+    # than the next one's on a shared host, and its first measurement drifts the most.
+    pinned = _run_overlap_program("pin", runs=3)
+    for run in pinned:
+        assert run["device"]["cores"] == 1 and run["device"]["label_mode"] == device.LABEL_MODE
+    ratio = float(np.median([run["ratio"] for run in pinned]))
+    assert abs(ratio - 1) <= LABEL_NOISE_P90, f"summed labels / wall time, pinned: {ratio:.2f}"
 
 
 @pytest.mark.skipif(device.usable_cores() < 2, reason="needs a process with several cores")

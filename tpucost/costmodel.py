@@ -175,8 +175,17 @@ class CostModel:
             predicted = self.correction.apply(predicted, [g.kind for g in graphs])
         return predicted
 
-    def calibrate(self, n_programs: int = 26, repeats: int = 10, progress: bool = True) -> dict[str, Any]:
+    def calibrate(
+        self,
+        n_programs: int = 26,
+        repeats: int = 10,
+        progress: bool = True,
+        calibration_set: calibration.CalibrationSet | None = None,
+    ) -> dict[str, Any]:
         """Measure the calibration programs here, fit this device's correction, store and use it.
+
+        ``calibration_set`` (from `calibration.measure_calibration_set` on this device) is used
+        instead of measuring again: one measurement can calibrate several models.
 
         Returns the report stored with it: median APE (%) before and after correction on the
         calibration kernels (cross-fitted, see `tpucost.calibration`), which correction won
@@ -184,7 +193,11 @@ class CostModel:
         the correction, the device, the seconds spent and the file written. Measure in the label mode
         (`tpucost.device.pin_to_one_core`, as ``python -m tpucost calibrate`` does).
         """
-        cal = calibration.measure_calibration_set(n_programs, repeats, progress=progress)
+        cal = calibration_set or calibration.measure_calibration_set(n_programs, repeats, progress=progress)
+        if cal.device.get("id") != device.fingerprint()["id"]:
+            raise ValueError(
+                f"the calibration set was measured on {device.describe(cal.device)}, not on this device"
+            )
         raw = np.asarray(self._predict_fn(cal.graphs), np.float64)
         correction, errors = calibration.choose_correction(raw, cal)
         report = {
