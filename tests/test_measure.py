@@ -396,3 +396,38 @@ def test_gpu_and_tpu_trace_readers_on_documented_layouts():
     trace = measure._tpu_events(tpu, backends.backend("tpu").trace_planes, "jit_f", frozenset({7}))
     assert [(e.name, e.start_ns) for e in trace.events] == [("fusion.1", 5)]
     assert trace.modules_seen == {"jit_f", "jit_g"}
+
+
+_CACHED_MEASUREMENT = """
+import json, jax, jax.numpy as jnp
+from tpucost.measure import measure_kernels
+x = jnp.ones((64, 256))
+m = measure_kernels(lambda x: jnp.tanh(x @ x.T).sum(axis=1), x, repeats=2)
+print(json.dumps(sorted(m.runtime_ns)))
+"""
+
+
+def test_an_executable_from_the_persistent_compilation_cache_is_measured(tmp_path):
+    # The second process loads the executable from JAX_COMPILATION_CACHE_DIR: it runs under another
+    # program id than its HLO module reports, and its kernels must still be found by module name.
+    import json
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _CACHED_MEASUREMENT], capture_output=True, text=True, env=env, timeout=300
+        )
+        for _ in range(2)
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    assert any(tmp_path.iterdir()), "the first process wrote no cache entry"
+    first, second = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
+    assert first and second == first

@@ -8,10 +8,10 @@ measured runtime, the minimum of several runs. Here one compiled program is run
 memory with ``jax.profiler.ProfileData`` and every profiler event is matched to an
 HLO instruction of *this* compiled module:
 
-* an event belongs to us only if its ``hlo_module`` stat equals this module's name
-  AND its ``program_id`` stat is this executable's id (the ``id`` of its
-  ``HloModuleProto``), so another module with the same name or the same
-  instruction names, run in between or concurrently, never mixes in;
+* an event belongs to us only if its ``hlo_module`` stat equals this module's name AND
+  its ``program_id`` stat is this executable's id (the ``id`` of its ``HloModuleProto``;
+  by name only for an executable from the persistent compilation cache), so another
+  module of that name, run in between or concurrently, never mixes in;
 * events are grouped into runs by ``run_id`` (one per program execution);
 * the instruction name comes from the event's ``hlo_op`` stat.
 
@@ -259,10 +259,8 @@ def _container_bodies(module: Module) -> dict[str, frozenset[str]]:
 def _program_ids(compiled: Any) -> frozenset[int] | None:
     """The profiler's ``program_id`` of a compiled executable, or None if unknown.
 
-    XLA reports ``HloModule::unique_id()``, serialized as field 5 (``id``) of
-    ``HloModuleProto``; read it with a minimal protobuf decoder (checked on jax 0.10
-    CPU: the ids match the trace's ``program_id`` stats).
-    """
+    XLA reports ``HloModule::unique_id()``, field 5 (``id``) of ``HloModuleProto``; read with a
+    minimal protobuf decoder (checked on jax 0.10 CPU: the ids match the trace's ``program_id``)."""
     try:
         modules = compiled.runtime_executable().hlo_modules()
         ids = {_proto_int_field(m.as_serialized_hlo_module_proto(), 5) for m in modules}
@@ -431,8 +429,11 @@ _READERS: dict[str, Callable[..., _Trace]] = {"cpu": _cpu_events, "gpu": _gpu_ev
 def _kernel_events(
     profile: Any, backend: Backend, module_name: str, program_ids: frozenset[int] | None
 ) -> _Trace:
-    """This module's kernel events in ``profile``; raises ValueError if there are none."""
+    """This module's kernel events in ``profile``; raises ValueError if there are none (matched by
+    name when no event has ``program_ids``: an executable from JAX's persistent compilation cache)."""
     trace = _READERS[backend.name](profile, backend.trace_planes, module_name, program_ids)
+    if not trace.events and program_ids is not None and module_name in trace.modules_seen:
+        program_ids, trace = None, _READERS[backend.name](profile, backend.trace_planes, module_name, None)
     if not trace.events:
         raise ValueError(
             f"the trace has no kernel events of module {module_name!r} (program ids "
