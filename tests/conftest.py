@@ -270,12 +270,23 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 def pytest_configure(config):
-    """Tests never read or write the user's cache (rooflines, calibration corrections)."""
+    """Tests never read or write the user's cache (rooflines, calibration corrections); each
+    xdist worker's one-core processes get a core of their own (``TPUCOST_LABEL_CORE``)."""
     import os
     import tempfile
 
     if "TPUCOST_CACHE_DIR" not in os.environ:
         os.environ["TPUCOST_CACHE_DIR"] = tempfile.mkdtemp(prefix="tpucost-test-cache-")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if (
+        worker.startswith("gw")
+        and "TPUCOST_LABEL_CORE" not in os.environ
+        and hasattr(os, "sched_getaffinity")
+    ):
+        # Processes this worker starts that pin themselves to one core (notebooks, the label-mode
+        # benchmark) pin to a core of their own, not to core 0 beside the other worker's.
+        allowed = sorted(os.sched_getaffinity(0))
+        os.environ["TPUCOST_LABEL_CORE"] = str(allowed[int(worker[2:]) % len(allowed)])
 
 
 def pretend_another_machine(monkeypatch, cpu_model: str = "Some Other CPU") -> dict:

@@ -58,6 +58,24 @@ def test_pinning_after_the_backend_started_is_refused():
     assert device.usable_cores() >= 2  # nothing was changed
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pinning is for Linux")
+def test_label_core_comes_from_the_environment_and_a_bad_one_is_named(monkeypatch):
+    monkeypatch.setenv("TPUCOST_LABEL_CORE", "first")
+    with pytest.raises(RuntimeError, match="TPUCOST_LABEL_CORE='first' is not a core number"):
+        device.pin_to_one_core()
+    allowed = sorted(os.sched_getaffinity(0))
+    env = {**os.environ, "TPUCOST_LABEL_CORE": str(allowed[-1])}
+    out = subprocess.run(
+        [sys.executable, "-c", "from tpucost import device; print(device.pin_to_one_core())"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) == allowed[-1]
+
+
 def test_fingerprint_names_the_hardware_and_its_id_hashes_only_that(monkeypatch):
     fp = device.fingerprint()
     for key in (

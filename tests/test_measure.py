@@ -9,6 +9,7 @@ import tempfile
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from conftest import LABEL_NOISE_P90
 from jax import lax
@@ -121,11 +122,14 @@ def test_labels_and_missing_cover_all_kernels(mlp_measurement, monkeypatch):
 @pytest.mark.quiet
 def test_conv_labels_add_up_to_wall_time():
     # The convolution's event covers only its launch when XLA:CPU runs it asynchronously; the
-    # labels must still add up to the program's wall time, within the label noise.
-    m = measure_kernels(conv, *conv_args(), repeats=20)
-    conv_kernel = next(k for k in m.runtime_ns if k.startswith("conv"))
-    assert m.runtime_ns[conv_kernel] > 0.5 * sum(m.runtime_ns.values())
-    assert abs(m.additivity_ratio - 1) <= LABEL_NOISE_P90, m.additivity_ratio
+    # labels must still add up to the program's wall time, within the label noise. The median of
+    # three measurements: on a shared host the speed drifts between the untimed wall-time runs and
+    # the traced ones of one measurement (one of them measured 0.71 under jaxlib 0.7.2).
+    ms = [measure_kernels(conv, *conv_args(), repeats=20) for _ in range(3)]
+    conv_kernel = next(k for k in ms[0].runtime_ns if k.startswith("conv"))
+    assert all(m.runtime_ns[conv_kernel] > 0.5 * sum(m.runtime_ns.values()) for m in ms)
+    ratio = float(np.median([m.additivity_ratio for m in ms]))
+    assert abs(ratio - 1) <= LABEL_NOISE_P90, [m.additivity_ratio for m in ms]
 
 
 @pytest.mark.quiet

@@ -101,15 +101,20 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> 
     return result
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    _run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
-        ROOT,
-        dict(os.environ),
-    )
-    (path,) = out.glob("tpucost-*.whl")
+    """The wheel of this checkout, built once per test run and shared by the xdist workers (two
+    builds at once share the checkout's build/ folder and break each other)."""
+    from conftest import built_once
+
+    def build(out: Path) -> None:
+        _run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+            ROOT,
+            dict(os.environ),
+        )
+
+    (path,) = built_once(tmp_path_factory, "wheel", build).glob("tpucost-*.whl")
     return path
 
 
@@ -155,6 +160,8 @@ def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path, runtime):
         MPLBACKEND="Agg",
         PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
     )
+    if "TPUCOST_LABEL_CORE" in os.environ:  # this worker's core for the notebooks' label mode
+        env["TPUCOST_LABEL_CORE"] = os.environ["TPUCOST_LABEL_CORE"]
     _run([python, "-m", "pip", "install", "-q", *preinstalled], tmp_path, env)
     probe = subprocess.run([python, "-c", "import tpucost"], cwd=tmp_path, capture_output=True, env=env)
     assert probe.returncode != 0, "the fresh environment must not have tpucost before the install cell runs"

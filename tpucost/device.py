@@ -113,8 +113,9 @@ def pin_to_one_core(core: int | None = None) -> int:
     """Pin this process to one core so XLA:CPU runs one kernel at a time (the label mode).
 
     Call it before the first JAX computation of the process (``import jax`` is fine). Returns
-    the core. A process already limited to one core (e.g. started under ``taskset -c 0``) is left
-    as it is.
+    the core: ``core``, else ``$TPUCOST_LABEL_CORE`` (for processes that measure side by side,
+    e.g. the test suite's workers: each on a core of its own), else the first allowed one. A
+    process already limited to one core (e.g. started under ``taskset -c 0``) is left as it is.
 
     Raises:
         RuntimeError: JAX's backend already started on several cores (then XLA's thread pools
@@ -126,6 +127,13 @@ def pin_to_one_core(core: int | None = None) -> int:
             "pin_to_one_core needs Linux (os.sched_setaffinity); run one program at a time instead"
         )
     allowed = sorted(os.sched_getaffinity(0))
+    if core is None and os.environ.get("TPUCOST_LABEL_CORE", "").strip():
+        try:
+            core = int(os.environ["TPUCOST_LABEL_CORE"])
+        except ValueError:
+            raise RuntimeError(
+                f"TPUCOST_LABEL_CORE={os.environ['TPUCOST_LABEL_CORE']!r} is not a core number ({allowed})"
+            ) from None
     if len(allowed) == 1 and core in (None, allowed[0]):
         return allowed[0]
     if backend_started():
