@@ -147,7 +147,7 @@ def test_calibration_removes_a_simulated_device_shift(tmp_path):
     corpus does not contain (measured once, on the spot, in the label mode), within the label noise
     (`LABEL_NOISE_P90`), and must move the median log(measured / predicted) over their kernels
     towards 0. How close to 0 depends on the host: its speed on the calibration programs and on
-    these, measured a minute apart, differ by up to 1.5x on a shared machine (README)."""
+    these, measured a minute apart, can differ markedly on a shared machine (README)."""
     import subprocess
     import sys
     from pathlib import Path

@@ -193,7 +193,9 @@ class CostModel:
         the correction, the device, the seconds spent and the file written. Measure in the label mode
         (`tpucost.device.pin_to_one_core`, as ``python -m tpucost calibrate`` does).
         """
-        cal = calibration_set or calibration.measure_calibration_set(n_programs, repeats, progress=progress)
+        cal = calibration_set
+        if cal is None:
+            cal = calibration.measure_calibration_set(n_programs, repeats, progress=progress)
         if cal.device.get("id") != device.fingerprint()["id"]:
             raise ValueError(
                 f"the calibration set was measured on {device.describe(cal.device)}, not on this device"
