@@ -7,8 +7,9 @@ The program is two independent convolutions (XLA:CPU's Eigen convolutions, libra
 which XLA:CPU may run at the same time on several cores; then each label also holds the other
 kernel's time and the labels sum to more than the wall time. Each run is a fresh process (pinning
 must happen before JAX starts). Prints, per mode, the additivity ratio (summed labels / wall time)
-of each run and the device, measured in this run on this machine: the reference is the same
-program on all cores.
+and the span ratio (summed labels / the traced run's span: free of the host's drift between the
+untraced and the traced runs) of each run and the device, measured in this run on this machine:
+the reference is the same program on all cores.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ k = jax.random.split(jax.random.key(0), 3)
 args = (jax.random.normal(k[0], (4, 48, 48, 32)), jax.random.normal(k[1], (5, 5, 32, 32)),
         jax.random.normal(k[2], (5, 5, 32, 32)))
 m = measure_kernels(f, *args, repeats=7, compiler_options=compat.library_fusions_off())
-print(json.dumps({"ratio": m.additivity_ratio, "device": m.device, "labels": m.runtime_ns}))
+print(json.dumps({"ratio": m.additivity_ratio, "span_ratio": m.span_ratio, "device": m.device, "labels": m.runtime_ns}))
 """
 
 
@@ -64,8 +65,12 @@ def main() -> int:
 
     for mode, results in runs.items():
         ratios = ", ".join(f"{r['ratio']:.2f}" for r in results)
+        spans = ", ".join(f"{r['span_ratio']:.2f}" for r in results)
         name = "pinned to one core (the label mode)" if mode == "pin" else "all cores"
-        print(f"{name}: summed labels / wall time = {ratios}  [{device.describe(results[0]['device'])}]")
+        print(
+            f"{name}: summed labels / wall time = {ratios}; / traced run span = {spans}"
+            f"  [{device.describe(results[0]['device'])}]"
+        )
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import re
@@ -120,16 +121,18 @@ def test_labels_and_missing_cover_all_kernels(mlp_measurement, monkeypatch):
 
 
 @pytest.mark.quiet
-def test_conv_labels_add_up_to_wall_time():
-    # The convolution's event covers only its launch when XLA:CPU runs it asynchronously; the
-    # labels must still add up to the program's wall time, within the label noise. The median of
-    # three measurements: on a shared host the speed drifts between the untimed wall-time runs and
-    # the traced ones of one measurement (one of them measured 0.71 under jaxlib 0.7.2).
+def test_conv_labels_add_up_to_the_run():
+    # The convolution's event covers only its launch when XLA:CPU runs it asynchronously (raw
+    # events then sum to a tenth of the run); the labels must still add up to the traced run,
+    # within the label noise. Against the traced run's own span (`span_ratio`), not the untraced
+    # wall time: between those two phases of one measurement a shared host's speed drifts (the
+    # CI host measured wall-time ratios of 0.64-0.89 where the span ratio here is 0.97-0.99).
     ms = [measure_kernels(conv, *conv_args(), repeats=20) for _ in range(3)]
     conv_kernel = next(k for k in ms[0].runtime_ns if k.startswith("conv"))
+    assert all(conv_kernel in m.async_kernels for m in ms)  # the case the rule is for
     assert all(m.runtime_ns[conv_kernel] > 0.5 * sum(m.runtime_ns.values()) for m in ms)
-    ratio = float(np.median([m.additivity_ratio for m in ms]))
-    assert abs(ratio - 1) <= LABEL_NOISE_P90, [m.additivity_ratio for m in ms]
+    ratio = float(np.median([m.span_ratio for m in ms]))
+    assert abs(ratio - 1) <= LABEL_NOISE_P90, [m.span_ratio for m in ms]
 
 
 @pytest.mark.quiet
@@ -235,7 +238,7 @@ def test_hlo_helpers_on_a_loop_module():
     kernels = measure._kernel_names(module)
     # Loop-body kernels are kernels; the while itself is not (decompose).
     assert set(kernels) == {"next", "f.1", "lt", "cp", "r"}
-    assert measure._container_names(module) == {"while.1"}
+    assert set(measure._container_bodies(module)) == {"while.1"}
     # Fused and applied computations (tanh, add) do not run on their own.
     assert {c.name for c in measure._executed_computations(module)} == {"main", "body", "cond"}
     consumers = measure._consumers(module)
@@ -253,7 +256,7 @@ def test_additivity_ratio_counts_top_level_labels_once():
         runs_seen={},
         calls_per_run={"while.1": 1, "f.1": 5, "cp": 1},
         wall_ns_per_run=[700.0, 600.0],
-        run_span_ns=[],
+        run_span_ns=[650.0, 800.0],
         hlo_text=LOOP_HLO,
         missing=[],
         nested=["f.1"],
@@ -263,6 +266,8 @@ def test_additivity_ratio_counts_top_level_labels_once():
         device_kind="cpu",
     )
     assert m.additivity_ratio == pytest.approx((500.0 + 100.0) / 600.0)
+    assert m.span_ratio == pytest.approx((500.0 + 100.0) / 650.0)
+    assert np.isnan(dataclasses.replace(m, run_span_ns=[]).span_ratio)  # nothing was traced
 
 
 def test_many_measurements_with_other_modules_in_between():

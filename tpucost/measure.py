@@ -55,20 +55,17 @@ known to be async elsewhere could not be classified are left out of its minimum.
 container kernel (a loop, a conditional) completes when the last kernel its bodies ran
 completes: on several cores jaxlib 0.7 returns from a loop's event once its first
 iteration is launched, and the iterations run on in the thread pool.
-``Measurement.additivity_ratio`` (summed labels over the program's wall time)
-checks that the labels are honest: 0.94-1.13 on convolution programs, against
-~0.1 for raw events.
+``Measurement.additivity_ratio`` (summed labels over the program's wall time) and
+``span_ratio`` (over the traced run's span) check that the labels are honest.
 
 The label mode. Labels are meant to be measured one kernel at a time on one core
-(`tpucost.device.pin_to_one_core`, the TPU's execution model): on several cores
-XLA:CPU may overlap independent kernels, and the rule above then gives each of two
-overlapping kernels the other's time as well. ``measure_kernels`` warns once when
-it measures on several CPU cores, and every `Measurement` carries the device
-fingerprint, whose ``label_mode`` says which mode measured it.
+(`tpucost.device.pin_to_one_core`, the TPU's execution model): on several cores XLA:CPU
+may overlap independent kernels, and the rule above then gives each of two overlapping
+kernels the other's time as well. ``measure_kernels`` warns once when it measures on
+several CPU cores; every `Measurement` carries the device fingerprint (``label_mode``).
 
-Only CPU can be tested on the machines this package is developed on; the GPU and
-TPU branches of :func:`_kernel_events` follow the documented trace structure (see
-the comments there).
+Only CPU is tested here; the GPU and TPU branches of :func:`_kernel_events` follow
+the documented trace structure (see the comments there).
 """
 
 from __future__ import annotations
@@ -157,10 +154,19 @@ class Measurement:
         Near 1 when labels add up to the program (the paper's assumption); far below
         1 when per-run overhead dominates or async work is missed.
         """
-        total = sum(
-            t * self.calls_per_run.get(k, 1) for k, t in self.runtime_ns.items() if k not in self.nested
-        )
-        return total / min(self.wall_ns_per_run)
+        return self._summed_labels_ns() / min(self.wall_ns_per_run)
+
+    @property
+    def span_ratio(self) -> float:
+        """`additivity_ratio` against the shortest traced run's span (NaN if nothing ran): free of
+        the dispatch time outside the executor and of a host's drift between the untraced and the
+        traced runs. Below 1 when async work is missed, above 1 when overlapping kernels count
+        each other's time."""
+        return self._summed_labels_ns() / min(self.run_span_ns) if self.run_span_ns else float("nan")
+
+    def _summed_labels_ns(self) -> float:
+        calls, nested = self.calls_per_run, self.nested
+        return sum(t * calls.get(k, 1) for k, t in self.runtime_ns.items() if k not in nested)
 
 
 # --------------------------------------------------------------------------- HLO
@@ -226,10 +232,6 @@ def _nested_names(module: Module, kernels: Iterable[str]) -> list[str]:
     """The kernels outside the entry computation (loop bodies, branches)."""
     entry = {i.name for i in module.entry.instructions}
     return sorted(k for k in kernels if k not in entry)
-
-
-def _container_names(module: Module) -> frozenset[str]:
-    return frozenset(_container_bodies(module))
 
 
 def _container_bodies(module: Module) -> dict[str, frozenset[str]]:
@@ -365,12 +367,11 @@ def _cpu_events(profile: Any, planes: str, module_name: str, program_ids: frozen
 def _gpu_events(profile: Any, planes: str, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
     """XLA:GPU, NOT tested here: written against XLA's xplane schema.
 
-    Device kernels sit on ``/device:GPU:<n>`` planes (one line per stream) with
-    stats ``hlo_module``, ``hlo_op`` and ``program_id`` (as the public tune-jax
-    parser reads them); ``run_id`` groups runs where present, else the k-th event
-    of each kernel is taken to belong to run k. Event times are device times, so
-    there is no async correction. One HLO op that launches several device kernels
-    counts them as several calls.
+    Device kernels sit on ``/device:GPU:<n>`` planes (one line per stream) with stats
+    ``hlo_module``, ``hlo_op`` and ``program_id`` (as the public tune-jax parser reads them);
+    ``run_id`` groups runs where present, else the k-th event of each kernel is taken to belong
+    to run k. Event times are device times, so there is no async correction. One HLO op that
+    launches several device kernels counts them as several calls.
     """
     events, seen, count = [], set(), defaultdict(int)
     for plane, ev, st in _plane_events(profile, planes):
@@ -395,9 +396,9 @@ _TPU_MODULE_RE = re.compile(r"^(.*)\((\d+)\)$")
 def _tpu_events(profile: Any, planes: str, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
     """TPU, NOT tested here: written against XLA's xplane schema.
 
-    On ``/device:TPU:<n>`` planes, line ``XLA Modules`` holds one event per program
-    run named ``<module>(<program_id>)``; line ``XLA Ops`` holds one event per
-    kernel, named by the HLO instruction, inside its module event's time span.
+    On ``/device:TPU:<n>`` planes, line ``XLA Modules`` holds one event per program run named
+    ``<module>(<program_id>)``; line ``XLA Ops`` holds one event per kernel, named by the HLO
+    instruction, inside its module event's time span.
     """
     events, seen = [], set()
     for plane in profile.planes:
