@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tpucost import autotune, cli, plots, tiles
-from tpucost.autotune import protocol
+from tpucost.autotune import evaluators, protocol
 from tpucost.programs.examples import EXAMPLES
 from tpucost.tasks import tile as tile_task
 
@@ -408,7 +408,7 @@ def test_the_bundled_experiments_are_the_readmes():
 
 
 @pytest.mark.measures
-def test_measurement_noise_and_compare_predicted_and_measured(tmp_path):
+def test_measurement_noise_and_compare_predicted_and_measured(tmp_path, monkeypatch):
     (tmp_path / "tiny.py").write_text(textwrap.dedent(TINY))
     spec = f"{tmp_path}/tiny.py:tiny"
     noise = autotune.measurement_noise(spec, processes=2, rounds=2)
@@ -417,12 +417,18 @@ def test_measurement_noise_and_compare_predicted_and_measured(tmp_path):
         autotune.measurement_noise(spec, processes=1)
     from tpucost.costmodel import CostModel
 
-    t = autotune.load_tunable(spec)
-    table = autotune.compare_predicted_and_measured(
-        t, [t.space.default, {"act": "relu", "xla": "default"}], CostModel.load(calibrated=False), repeats=2
-    )
+    t, model = autotune.load_tunable(spec), CostModel.load(calibrated=False)
+    configs = [t.space.default, {"act": "relu", "xla": "default"}]
+    compiles = []
+    real_compile = evaluators.compile_fn
+    monkeypatch.setattr(evaluators, "compile_fn", lambda *a: compiles.append(1) or real_compile(*a))
+    table = autotune.compare_predicted_and_measured(t, configs, model, repeats=2)
+    assert len(compiles) == len(configs)  # each configuration compiled once, for both columns
     assert list(table["act"]) == ["tanh", "relu"] and table["measured / first"].iloc[0] == 1.0
-    assert (table["predicted ms"] > 0).all() and (table["measured ms"] > 0).all()
+    # The predictions are the program predictor's own, computed here independently.
+    expected = [autotune.ProgramPredictor(t, model)(c).cost_ns / 1e6 for c in configs]
+    assert list(table["predicted ms"]) == pytest.approx(expected, rel=1e-6)
+    assert (table["measured ms"] > 0).all() and (table["compile s"] < table["device s"]).all()
 
 
 def test_progress_is_drawn_in_measured_milliseconds():

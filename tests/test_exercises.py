@@ -118,6 +118,7 @@ def _entry_kernel_count(text: str) -> int:
     return len(_entry_kernels(text))
 
 
+@pytest.mark.slow  # compiles programs: 5 s or more
 def test_nb01_exercise_1(capsys):
     answer = nb01.exercise_1(**SMALL)
     avg = kernels.decompose(hlo.parse_module(nb01.compiled_hlo(**SMALL)))
@@ -151,6 +152,7 @@ def _entry_bytes_written(text: str) -> int:
     return total
 
 
+@pytest.mark.slow  # compiles programs: 5 s or more
 def test_nb01_exercise_2(capsys):
     answer = nb01.exercise_2(**SMALL)
     texts = {
@@ -177,6 +179,7 @@ def test_nb01_exercise_2(capsys):
         nb01.check_2(right // 4, *SMALL.values())
 
 
+@pytest.mark.slow  # compiles programs: 5 s or more
 def test_nb01_exercise_3(capsys):
     sizes = ((2, 8), (4, 16))
     changed = nb01.exercise_3(sizes, channels=4)
@@ -218,6 +221,7 @@ def test_nb01_exercise_4(capsys, tmp_path):
         nb01.check_4(twice, error_line, text)
 
 
+@pytest.mark.slow  # compiles programs: 5 s or more
 def test_nb01_exercise_5(capsys):
     answer = nb01.exercise_5(**SMALL)
     for compiled in answer.values():

@@ -560,6 +560,7 @@ def test_invalid_modules_are_rejected(generated_hlo, corpus):
         assert not accepted
 
 
+@pytest.mark.slow  # compiles programs and cross-checks XLA's parser
 @needs_xla
 def test_agrees_with_xla_on_compiled_programs():
     from flax import nnx

@@ -144,6 +144,7 @@ def test_error_by_kind_draws_the_noise_and_program_kernels_draws_every_bar():
     plt.close("all")
 
 
+@pytest.mark.slow  # draws every figure of the bundled data set: 4-7 s
 def test_data_set_figures_draw_the_bundled_data():
     """Notebook 02's figures on the bundled data: every kernel counted, no empty size bins at
     the low end, the additivity axis not squeezed by one extreme pair."""
@@ -182,6 +183,7 @@ def test_coinciding_top_k_curves_stay_visible():
     plt.close("all")
 
 
+@pytest.mark.slow  # draws the bundled data set's heatmap: 4 s
 def test_feature_heatmap_names_features_on_rows_at_a_legible_size():
     from tpucost import features
     from tpucost.data import kernel as kernel_data

@@ -142,7 +142,6 @@ def test_wheel_carries_bundled_data_and_checkpoints(wheel):
 
 
 @pytest.mark.notebooks
-@pytest.mark.notebooks
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("runtime", list(RUNTIMES))
 def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path, runtime):

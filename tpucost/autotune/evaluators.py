@@ -3,7 +3,7 @@
 `DeviceEvaluator` compiles and runs it (its seconds are device seconds); `ProgramPredictor` (program
 space: compile, then the kernel model) and `TilePredictor` (tile space: the tile model, no compile)
 score it with a model (their seconds are search time on the host). Each keeps a `Counter` of what
-it spent.
+it spent. `compile_candidate` compiles a candidate once for the two evaluators that need it compiled.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ __all__ = [
     "Evaluation",
     "Evaluator",
     "Counter",
+    "CompiledCandidate",
+    "compile_candidate",
     "DeviceEvaluator",
     "CachedPredictor",
     "ProgramPredictor",
@@ -83,6 +85,23 @@ class Counter:
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class CompiledCandidate:
+    """A candidate built and compiled once (`compile_candidate`), for evaluators that share it."""
+
+    compiled: Any
+    args: tuple[Any, ...]
+    compile_seconds: float
+
+
+def compile_candidate(tunable: Tunable, config: Config) -> CompiledCandidate:
+    """Build ``config`` of ``tunable`` and compile it (`tpucost.measure.compile_fn`), timed."""
+    t0 = time.perf_counter()
+    fn, args = tunable.build(config)
+    compiled = compile_fn(fn, args, tunable.compiler_options(config))
+    return CompiledCandidate(compiled, tuple(args), time.perf_counter() - t0)
+
+
 class DeviceEvaluator:
     """Measure a candidate on the device: build, compile (`tpucost.measure.compile_fn`), ``warmup``
     runs, then the minimum wall time of ``repeats`` runs (fewer when one run takes long: as many as
@@ -102,12 +121,16 @@ class DeviceEvaluator:
         self.counter = Counter()
 
     def __call__(self, config: Config) -> Evaluation:
+        return self.measure(compile_candidate(self.tunable, config))
+
+    def measure(self, candidate: CompiledCandidate) -> Evaluation:
+        """Time an already compiled candidate; its compile time counts as this evaluation's."""
         t0 = time.perf_counter()
-        fn, args = self.tunable.build(config)
-        compiled = compile_fn(fn, args, self.tunable.compiler_options(config))
-        t1 = time.perf_counter()
-        cost = best_wall_time_ns(compiled, args, self.repeats, self.warmup, self.max_run_seconds)
-        ev = Evaluation(cost, time.perf_counter() - t0, t1 - t0)
+        cost = best_wall_time_ns(
+            candidate.compiled, candidate.args, self.repeats, self.warmup, self.max_run_seconds
+        )
+        seconds = candidate.compile_seconds + time.perf_counter() - t0
+        ev = Evaluation(cost, seconds, candidate.compile_seconds)
         self.counter.add(ev)
         return ev
 
@@ -145,12 +168,14 @@ class ProgramPredictor(CachedPredictor):
         self.tunable, self.cost_model = tunable, cost_model
 
     def _predict(self, config: Config) -> Evaluation:
+        return self.predict(compile_candidate(self.tunable, config))
+
+    def predict(self, candidate: CompiledCandidate) -> Evaluation:
+        """Score an already compiled candidate (not cached; its compile time counts as this one's)."""
         t0 = time.perf_counter()
-        fn, args = self.tunable.build(config)
-        text = compile_fn(fn, args, self.tunable.compiler_options(config)).as_text()
-        t1 = time.perf_counter()
-        total = self.cost_model.predict_hlo(text, source=self.tunable.spec).total_ns
-        return Evaluation(float(total), time.perf_counter() - t0, t1 - t0)
+        total = self.cost_model.predict_hlo(candidate.compiled.as_text(), source=self.tunable.spec).total_ns
+        seconds = candidate.compile_seconds + time.perf_counter() - t0
+        return Evaluation(float(total), seconds, candidate.compile_seconds)
 
 
 def _tile_runtime_scale(meta: Mapping[str, Any]) -> Callable[[np.ndarray], np.ndarray]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from tpucost.autotune.evaluators import DeviceEvaluator, ProgramPredictor
+from tpucost.autotune.evaluators import DeviceEvaluator, ProgramPredictor, compile_candidate
 from tpucost.autotune.remeasure import remeasure_in_fresh_process
 from tpucost.autotune.tunable import Tunable, load_tunable
 from tpucost.costmodel import CostModel
@@ -149,11 +149,13 @@ def compare_predicted_and_measured(
 ) -> Any:
     """Each configuration predicted (`ProgramPredictor`) and measured (`DeviceEvaluator`): a
     pandas table with the knobs, ``predicted ms``, ``measured ms``, ``compile s``, ``device s``
-    and ``measured / first`` (the first configuration is the reference, usually the default)."""
-    predict, measure = ProgramPredictor(tunable, cost_model), DeviceEvaluator(tunable, repeats=repeats)
+    and ``measured / first`` (the first configuration is the reference, usually the default). Each
+    configuration is compiled once, for both."""
+    predictor, device = ProgramPredictor(tunable, cost_model), DeviceEvaluator(tunable, repeats=repeats)
     rows = []
     for config in configs:
-        p, m = predict(config), measure(config)
+        candidate = compile_candidate(tunable, config)
+        p, m = predictor.predict(candidate), device.measure(candidate)
         rows.append(
             {
                 **config,
