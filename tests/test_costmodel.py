@@ -221,12 +221,23 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
     table = json.loads(capsys.readouterr().out)
     assert set(table) == set(METHODS)
     headline = {"mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs"}
-    for row in table.values():
-        assert set(row) == headline | {"unseen", "n_programs_by_family"} and set(row["unseen"]) == headline
-        assert row["unseen"]["n_kernels"] <= row["n_kernels"]
-        assert sum(row["n_programs_by_family"].values()) == row["n_programs"]
+    saved = json.loads((out / "evaluation.json").read_text())["results"]
+    for method, row in table.items():
+        everything = row["all_test_program_kernels"]
+        assert set(row) == headline | {"all_test_program_kernels", "n_programs_by_family"}
+        assert set(everything) == headline
+        # The headline is the unseen kernels' figure; the rows of training kernels come second.
+        np.testing.assert_equal(
+            {k: row[k] for k in headline}, {k: saved[method]["unseen"][k] for k in headline}
+        )
+        np.testing.assert_equal({k: everything[k] for k in headline}, {k: saved[method][k] for k in headline})
+        assert row["n_kernels"] <= everything["n_kernels"]
+        assert sum(row["n_programs_by_family"].values()) == everything["n_programs"]
     assert cli.main(["evaluate", "--model", str(out), "--data", str(tiny.root), "--split", "random"]) == 0
-    assert "Unseen" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert printed.index("Unseen test kernels (the headline)") < printed.index(
+        "All kernels the test programs ran"
+    )
     bad = tmp_path / "bad.hlo"
     bad.write_text("HloModule m\nENTRY e {\n  ROOT x = f32[] frob()\n}\n")
     assert cli.main(["predict", "--model", str(out), str(bad)]) == 2

@@ -294,3 +294,38 @@ def test_first_test_programs_keeps_their_unseen_kernels_and_the_other_parts():
     ran = set(kernel_data.program_rows(ds, small.test_ids).kernel)
     assert set(small.test) == ran & set(split.test) and set(small.test) < set(split.test)
     assert small.train is split.train and small.val is split.val
+
+
+def test_opcode_coverage_counts_each_kernel_once_per_opcode():
+    ds = kernel_data.load_kernel_dataset()
+    part = np.arange(0, len(ds), 97)  # a spread of kernels
+    expected: dict[str, int] = {}
+    for i in part:
+        for op in {features.OPCODE_VOCAB[int(o)] for o in ds.graph(int(i)).opcodes}:
+            expected[op] = expected.get(op, 0) + 1
+    coverage = kernel_data.opcode_coverage(ds, part)
+    assert coverage == expected and list(coverage.values()) == sorted(coverage.values(), reverse=True)
+    everything = kernel_data.opcode_coverage(ds)
+    assert coverage["parameter"] <= len(part) and all(everything[op] >= n for op, n in coverage.items())
+
+
+def test_data_coverage_cli_names_the_opcodes_training_lacks(tmp_path, capsys):
+    from tpucost import cli
+
+    (tmp_path / "sort.hlo").write_text(
+        "HloModule m\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\n"
+        "ENTRY e {\n  p = f32[64]{0} parameter(0)\n  t = f32[64]{0} tanh(p)\n"
+        "  ROOT s = f32[64]{0} sort(t), dimensions={0}, to_apply=cmp\n}\n"
+    )
+    assert cli.main(["data", "coverage", "--against", str(tmp_path), "--min", "1000000", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    training = kernel_data.split(kernel_data.load_kernel_dataset(), "random").train
+    assert result["training_kernels"] == len(training)
+    against = result["against"]
+    assert against["files"] == 1 and {"sort", "tanh"} <= set(against["opcodes"])
+    assert against["opcodes"]["sort"]["training_kernels"] == result["opcodes"].get("sort", 0)
+    assert set(against["below_min"]) == set(against["opcodes"])  # nothing is in a million kernels
+    (tmp_path / "bad.hlo").write_text("HloModule m\nENTRY e {\n  ROOT x = f32[] frob(\n}\n")
+    assert cli.main(["data", "coverage", "--against", str(tmp_path / "bad.hlo")]) == 2
+    assert "bad.hlo" in capsys.readouterr().err

@@ -7,13 +7,16 @@ Commands:
   data merge --out DIR PART_DIR... [--allow-mixed-devices]
                                      deduplicate several collect folders into one data set
   data stats [DIR] [--json]          summary of a data set (default: the bundled one)
+  data coverage [DIR] [--split S] [--against HLO ...] [--min N] [--json]
+                      per HLO opcode, the training kernels containing it (and each opcode of
+                      the kernels of the HLO files beside that count)
   data noise [DIR] [--sample N]      re-measure a sample of kernels: the label noise floor
   data additivity [DIR] [--json]     summed kernel labels / program wall time, from the collect log
   train --task kernel [--data DIR] [--split random|hard] [--out DIR] [--epochs N] [--hidden H] [--smoke]
                       train the GNN and LSTM, fit the analytical baseline, evaluate on the test programs
   evaluate --task kernel [--model DIR] [--data DIR] --split random|hard [--totals N] [--json]
-                      metrics of the three methods on the split's test programs (Table 2): all
-                      kernels they ran, and only the test kernels never seen in training
+                      metrics of the three methods on the split's test programs (Table 2): the
+                      test kernels no training program ran (the headline), then all they ran
   predict [--model DIR] [--method gnn|lstm|analytical] FILE.hlo [--json]
                       predicted runtime of each kernel of an optimized HLO file, and the total
   calibrate [--model DIR] [--method gnn|lstm|analytical] [--json]

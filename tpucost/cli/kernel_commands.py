@@ -129,6 +129,71 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
     return emit(s, args.json, _print_stats)
 
 
+def _kernel_opcodes(paths: list[str]) -> tuple[int, int, dict[str, int]]:
+    """Files, kernels, and per opcode the kernels containing it, over the HLO files (or folders of
+    ``*.hlo`` / ``*.txt`` files) ``paths``; a file that does not parse is named in a ValueError."""
+    files = [
+        f
+        for p in map(Path, paths)
+        for f in (sorted(p.glob("*.hlo")) + sorted(p.glob("*.txt")) if p.is_dir() else [p])
+    ]
+    counts: dict[str, int] = {}
+    n_kernels = 0
+    for f in files:
+        try:
+            module = hlo.parse_module(f.read_text(encoding="utf-8", errors="replace"))
+        except OSError as err:
+            raise ValueError(f"{f}: cannot read: {err.strerror or err}") from err
+        except hlo.HloParseError as err:
+            raise ValueError(f"{f}: {err}") from err
+        for k in kernels.decompose(module):
+            n_kernels += 1
+            for op in {node.opcode for node in k.nodes}:
+                counts[op] = counts.get(op, 0) + 1
+    return len(files), n_kernels, dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def cmd_data_coverage(args: argparse.Namespace) -> int:
+    try:
+        ds = kernel_data.load_kernel_dataset(args.dir)
+        train_part = kernel_data.split(ds, args.split).train
+        coverage = kernel_data.opcode_coverage(ds, train_part)
+        result: dict = {"split": args.split, "training_kernels": len(train_part), "opcodes": coverage}
+        if args.against:
+            n_files, n_kernels, there = _kernel_opcodes(args.against)
+            result["against"] = {
+                "files": n_files,
+                "kernels": n_kernels,
+                "opcodes": {
+                    op: {"kernels": c, "training_kernels": coverage.get(op, 0)} for op, c in there.items()
+                },
+                "below_min": sorted(op for op in there if coverage.get(op, 0) < args.min),
+                "min": args.min,
+            }
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return emit(result, args.json, _print_coverage)
+
+
+def _print_coverage(r: dict) -> None:
+    print(
+        f"{r['training_kernels']:,} training kernels ({r['split']} split); per opcode, those containing it:"
+    )
+    print(", ".join(f"{op} {n:,}" for op, n in r["opcodes"].items()))
+    a = r.get("against")
+    if a:
+        print(
+            f"\nthe {a['kernels']:,} kernels of {a['files']} HLO files: opcode, their kernels, training kernels"
+        )
+        for op, c in a["opcodes"].items():
+            flag = "   <- below the minimum" if op in a["below_min"] else ""
+            print(f"  {op:28s} {c['kernels']:6,} {c['training_kernels']:8,}{flag}")
+        print(
+            f"{len(a['below_min'])} opcodes in fewer than {a['min']} training kernels: {', '.join(a['below_min']) or 'none'}"
+        )
+
+
 def add_data_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "collect", help="measure corpus programs (or, --task tile, Pallas kernels) into a data set"
@@ -170,6 +235,19 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
         help="merge folders measured on different devices (their labels are not comparable)",
     )
     p.set_defaults(func=cmd_data_merge)
+    p = d.add_parser("coverage", help="per HLO opcode, the training kernels that contain it")
+    p.add_argument("dir", nargs="?", default=None, help="data folder (default: the bundled kernels_cpu)")
+    p.add_argument("--split", choices=kernel_data.SPLITS, default="random", help="whose training part")
+    p.add_argument(
+        "--against",
+        nargs="+",
+        default=None,
+        metavar="HLO",
+        help="optimized HLO files or folders of them: each opcode of their kernels beside its training kernels",
+    )
+    p.add_argument("--min", type=int, default=50, help="flag opcodes in fewer training kernels (default 50)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_data_coverage)
     p = d.add_parser("stats", help="summary of a data set")
     p.add_argument("--task", choices=("kernel", "tile"), default="kernel")
     p.add_argument(
@@ -287,10 +365,12 @@ def _headline(result: dict) -> dict:
 
 
 def _summary(result: dict) -> dict:
-    """The headline of all test-program rows, ``"unseen"`` (test kernels only), ``"n_programs_by_family"``."""
+    """The headline: the test kernels no training program ran (``result["unseen"]``); then
+    ``"all_test_program_kernels"`` (every kernel the test programs ran, training kernels included)
+    and ``"n_programs_by_family"``."""
     return {
-        **_headline(result),
-        "unseen": _headline(result.get("unseen", {})),
+        **_headline(result.get("unseen", {})),
+        "all_test_program_kernels": _headline(result),
         "n_programs_by_family": result.get("n_programs_by_family", {}),
     }
 
@@ -318,10 +398,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _print_table2(summary: dict) -> None:
-    print("All kernels the test programs ran (kernels = (program, kernel) rows):")
+    print("Unseen test kernels (the headline): kernels no training program ran, in the test programs")
     print(evaluate.comparison_table(summary).to_string())
-    print("\nUnseen: only the test kernels, never seen in training:")
-    print(evaluate.comparison_table({m: r["unseen"] for m, r in summary.items()}).to_string())
+    print(
+        "\nAll kernels the test programs ran, training kernels included (kernels = (program, kernel) rows):"
+    )
+    print(
+        evaluate.comparison_table({m: r["all_test_program_kernels"] for m, r in summary.items()}).to_string()
+    )
     by_family = next(iter(summary.values()), {}).get("n_programs_by_family", {})
     print("\ntest programs per family: " + ", ".join(f"{f} {n}" for f, n in by_family.items()))
     for method, r in summary.items():

@@ -73,7 +73,7 @@ import pandas as pd
 from tpucost.data import collection, graph_table
 from tpucost.data.graph_table import Column, GraphTable, Group, TableSchema, str_array
 from tpucost.data.splits import SPLITS, Split, family_parts, random_parts
-from tpucost.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
+from tpucost.features import OPCODE_VOCAB, TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.files import bundled_dir, missing_bundled_hint, read_json_object, read_npz, write_json_atomic
 
 __all__ = [
@@ -99,6 +99,7 @@ __all__ = [
     "split_hard",
     "program_rows",
     "stats",
+    "opcode_coverage",
 ]
 
 FORMAT = "tpucost-kernels"
@@ -535,6 +536,25 @@ QUANTILES: tuple[float, ...] = (0.0, 0.1, 0.5, 0.9, 1.0)
 def _value_counts(values: np.ndarray) -> dict[str, int]:
     names, counts = np.unique(values.astype(str), return_counts=True)
     return {str(n): int(c) for n, c in zip(names, counts, strict=True)}
+
+
+def opcode_coverage(ds: KernelDataset, kernels: np.ndarray | None = None) -> dict[str, int]:
+    """Per HLO opcode, how many kernels contain it at least once (``kernels``: indices to count,
+    e.g. a split's ``train`` part; default all), most common first. For data sets of tpucost's
+    own feature layout (opcode ids of `tpucost.features.OPCODE_VOCAB`)."""
+    if ds.features.layout != TPUCOST_FEATURES.layout:
+        raise ValueError(
+            f"opcode coverage needs tpucost's feature layout; this data set has {ds.features.layout!r}"
+        )
+    table = ds.table
+    graph_of_node = np.repeat(np.arange(len(table)), table.n_nodes)
+    counted = np.zeros(len(table), bool)
+    counted[np.arange(len(table)) if kernels is None else np.asarray(kernels, np.int64)] = True
+    keep = counted[graph_of_node]
+    pairs = np.unique(np.stack([graph_of_node[keep], table.opcodes[keep].astype(np.int64)]), axis=1)
+    ids, counts = np.unique(pairs[1], return_counts=True)
+    order = np.lexsort((ids, -counts))
+    return {OPCODE_VOCAB[int(ids[i])]: int(counts[i]) for i in order}
 
 
 def stats(ds: KernelDataset) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The program corpus: small JAX programs whose XLA kernels make up the kernel data set.
 
 * `tpucost.programs.blocks`: building blocks (dense, conv, norms, attention, ...), `Variant`, `Model`;
-* `tpucost.programs.families`: the hand-written families (``mlp``, ``cnn``, ..., :data:`FAMILIES`);
+* `tpucost.programs.families`: the families (``mlp``, ``cnn``, ..., ``random_ops``, :data:`FAMILIES`);
+* `tpucost.programs.random_ops`: the ``random_ops`` family's blocks, one kind of operation each;
 * `tpucost.programs.corpus`: program ids, the three forms, configurations (`CONFIGURATIONS`),
   `generate_programs`, `compile_program`, kernel signatures.
 
@@ -27,7 +28,7 @@ from tpucost.programs.corpus import (
     program_from_id,
     survey,
 )
-from tpucost.programs.families import FAMILIES, FAMILY_GENERATORS
+from tpucost.programs.families import ARCHITECTURES, FAMILIES, FAMILY_GENERATORS
 
 __all__ = [
     "Model",
@@ -48,5 +49,6 @@ __all__ = [
     "program_from_id",
     "survey",
     "FAMILIES",
+    "ARCHITECTURES",
     "FAMILY_GENERATORS",
 ]

@@ -34,11 +34,14 @@ Families (``FAMILIES``)
     ``graph_message_passing``  edge MLP on gathered node pairs, ``segment_sum``/``segment_max`` to nodes.
     ``nerf_mlp``               sin/cos positional encoding of 3-d points, MLP with a skip, rgb + density.
     ``norm_softmax``           layernorm / rmsnorm / softmax / log-softmax chains (memory-bound kernels).
+    ``random_ops``             random chains of sorts, FFTs, scatters, cumulative, bit, window,
+                               linear-algebra and other ops (`tpucost.programs.random_ops`).
 
 Configurations (``CONFIGURATIONS``)
     A :class:`CompileConfig` holds XLA compile options and program-level choices (``Variant``).
     Checked on a 2-core x86 CPU, jax/jaxlib 0.10.2, with ``python -m tpucost.programs`` (the
-    first 39 programs of seed 0: 13 families x 3 forms). A configuration *changes* a program when
+    first 39 programs of seed 0 over the 13 architecture families, ``ARCHITECTURES``: each in 3
+    forms; ``random_ops`` came later). A configuration *changes* a program when
     its multiset of kernels (``kernel_signatures``: shape, opcode or fusion kind and the ops
     inside) differs from the default's. Per line: programs changed / programs it applies to,
     programs whose kernel *count* changed, and total kernels default -> configuration.
@@ -108,7 +111,7 @@ from tpucost.kernels import Kernel, decompose
 from tpucost.measure import compile_fn
 from tpucost.programs import blocks
 from tpucost.programs.blocks import Batch, Model, Params, PyTree, Variant
-from tpucost.programs.families import FAMILIES, FAMILY_GENERATORS
+from tpucost.programs.families import ARCHITECTURES, FAMILIES, FAMILY_GENERATORS
 
 __all__ = [
     "FORMS",
@@ -203,7 +206,7 @@ def generate_programs(n: int, seed: int = 0, families: Sequence[str] | None = No
     """Yield ``n`` programs, the same ids and hparams for the same ``seed`` and ``families``.
 
     Program ``i`` is family ``families[i % F]`` in form ``FORMS[(i // F) % 3]``, so every prefix of
-    ``3 * F`` programs (39 with all 13 families) holds each family in each form exactly once.
+    ``3 * F`` programs (42 with all 14 families) holds each family in each form exactly once.
     """
     families = tuple(FAMILIES if families is None else families)
     unknown = set(families) - set(FAMILIES)
@@ -400,14 +403,15 @@ def count_kernels(hlo_text: str) -> int:
     return sum(kernel_signatures(hlo_text).values())
 
 
-def survey(n: int = 39, seed: int = 0) -> None:
-    """Print kernel counts per program and configuration (``python -m tpucost.programs``).
+def survey(n: int = 39, seed: int = 0, families: Sequence[str] | None = ARCHITECTURES) -> None:
+    """Print kernel counts per program and configuration (``python -m tpucost.programs``): by
+    default the first 39 programs of seed 0 over the 13 architecture families (the figures above).
 
     A configuration "changes" a program when its multiset of kernel signatures differs from the
     default's; ``(same)`` marks the programs where it does not.
     """
     totals: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in CONFIGURATIONS}  # changed, n, k0, k
-    for program in generate_programs(n, seed):
+    for program in generate_programs(n, seed, families):
         base = kernel_signatures(compile_program(program, "default").as_text())
         row = [f"{program.program_id:36s} default={sum(base.values()):4d}"]
         for name in applicable_configurations(program)[1:]:

@@ -1,4 +1,5 @@
-"""The hand-written families of the corpus: generators of random programs of one architecture.
+"""The families of the corpus: generators of random programs of one architecture (13 written
+here) and `tpucost.programs.random_ops` (random chains of every kind of operation).
 
 Each family is a function ``rng -> Model`` (`tpucost.programs.blocks.Model`) that draws its
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator`` and
@@ -18,8 +19,9 @@ from jax import lax
 
 from tpucost.programs import blocks
 from tpucost.programs.blocks import Batch, Model, Params, Variant
+from tpucost.programs.random_ops import random_ops
 
-__all__ = ["FAMILY_GENERATORS", "FAMILIES"]
+__all__ = ["FAMILY_GENERATORS", "FAMILIES", "ARCHITECTURES"]
 
 
 def mlp(rng: np.random.Generator) -> Model:
@@ -535,6 +537,9 @@ FAMILY_GENERATORS: dict[str, Callable[[np.random.Generator], Model]] = {
         graph_message_passing,
         nerf_mlp,
         norm_softmax,
+        random_ops,
     )
 }
 FAMILIES: tuple[str, ...] = tuple(FAMILY_GENERATORS)
+#: The architecture families written here: every family but ``random_ops``.
+ARCHITECTURES: tuple[str, ...] = tuple(f for f in FAMILIES if f != "random_ops")
