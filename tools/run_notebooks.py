@@ -70,6 +70,11 @@ def _device() -> str:
     return out.stdout.strip() or "an unknown device"
 
 
+def _find(path: Path) -> Path:
+    """``path`` as given, or the notebook of that name under notebooks/ (``03_train_cost_model.ipynb``)."""
+    return path if path.is_file() or path.parent != Path(".") else ROOT / "notebooks" / path.name
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path)
@@ -79,7 +84,14 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         os.environ["TPUCOST_SMOKE"] = "1"
-    notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("0*.ipynb"))
+    notebooks = [_find(path) for path in args.notebooks] or sorted((ROOT / "notebooks").glob("0*.ipynb"))
+    missing = [
+        str(given) for given, path in zip(args.notebooks, notebooks, strict=False) if not path.is_file()
+    ]
+    if missing:
+        where = ROOT / "notebooks"
+        print(f"error: no such notebook: {', '.join(missing)} (here or in {where})", file=sys.stderr)
+        return 2
     print(
         f"{datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, load average {os.getloadavg()[0]:.2f}, on {_device()}"
     )
