@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from tpucost import (
     calibration,
     costmodel,
@@ -156,7 +158,7 @@ def _kernel_opcodes(paths: list[str]) -> tuple[int, int, dict[str, int]]:
 def cmd_data_coverage(args: argparse.Namespace) -> int:
     try:
         ds = kernel_data.load_kernel_dataset(args.dir)
-        train_part = kernel_data.split(ds, args.split).train
+        train_part = np.arange(len(ds)) if args.split == "all" else kernel_data.split(ds, args.split).train
         coverage = kernel_data.opcode_coverage(ds, train_part)
         result: dict = {"split": args.split, "training_kernels": len(train_part), "opcodes": coverage}
         if args.against:
@@ -177,9 +179,8 @@ def cmd_data_coverage(args: argparse.Namespace) -> int:
 
 
 def _print_coverage(r: dict) -> None:
-    print(
-        f"{r['training_kernels']:,} training kernels ({r['split']} split); per opcode, those containing it:"
-    )
+    part = "kernels (all of them)" if r["split"] == "all" else f"training kernels ({r['split']} split)"
+    print(f"{r['training_kernels']:,} {part}; per opcode ({len(r['opcodes'])} opcodes), those containing it:")
     print(", ".join(f"{op} {n:,}" for op, n in r["opcodes"].items()))
     a = r.get("against")
     if a:
@@ -237,7 +238,12 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_data_merge)
     p = d.add_parser("coverage", help="per HLO opcode, the training kernels that contain it")
     p.add_argument("dir", nargs="?", default=None, help="data folder (default: the bundled kernels_cpu)")
-    p.add_argument("--split", choices=kernel_data.SPLITS, default="random", help="whose training part")
+    p.add_argument(
+        "--split",
+        choices=(*kernel_data.SPLITS, "all"),
+        default="random",
+        help="whose training part (all: every kernel)",
+    )
     p.add_argument(
         "--against",
         nargs="+",
