@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import LABEL_NOISE_P90, pretend_another_machine
 
-from tpucost import calibration, cli, costmodel, device
+from tpucost import calibration, cli, costmodel, device, features
 
 
 def test_fit_correction_recovers_per_kind_scales_and_falls_back_for_rare_kinds():
@@ -77,7 +77,9 @@ def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrate
     uncorrected = costmodel.CostModel.load(model_dir, "gnn", calibrated=False)
     np.testing.assert_allclose(
         corrected.predict(graphs),
-        corrected.correction.apply(uncorrected.predict(graphs), [g.kind for g in graphs]),
+        corrected.correction.apply(
+            uncorrected.predict(graphs), [calibration.kernel_class(g) for g in graphs]
+        ),
     )
 
 
@@ -188,8 +190,10 @@ def test_choose_correction_corrects_only_where_it_helps():
     predicted = measured * np.array([per_program[p] for p in programs])
     cal = calibration.CalibrationSet([None] * n, kinds, measured, programs, {}, 0.0)
     correction, report = calibration.choose_correction(predicted, cal)
-    assert set(report["modes"]) == set(calibration.MODES)
-    assert report["median_ape_after"] == min(report["modes"].values()) <= report["median_ape_before"] + 1e-9
+    assert set(report["modes"]) == set(report["mode_log_errors"]) == set(calibration.MODES)
+    errors = report["mode_log_errors"]
+    assert report["mean_abs_log_error_after"] == errors[report["mode"]] == min(errors.values())
+    assert errors[report["mode"]] <= report["mean_abs_log_error_before"] + 1e-9
     # The same device 3x slower than the model thinks: a correction must win and remove most of it.
     correction, report = calibration.choose_correction(predicted / 3.0, cal)
     assert report["mode"] != "none" and correction.global_offset == pytest.approx(np.log(3.0), abs=0.3)
@@ -229,3 +233,89 @@ def test_a_calibration_set_from_another_device_is_refused(tiny_model, monkeypatc
     with pytest.raises(ValueError, match="not on this device"):
         model.calibrate(calibration_set=elsewhere)
     assert model.correction is None and not list(tmp_path.rglob("*.json"))
+
+
+#: The simulated device of `test_calibration_undoes_a_per_kind_device_shift`: kernels with a dot or
+#: a convolution inside run this much slower than the model predicts, the others (memory-bound)
+#: this much (3.3x and 1.5x: measured between two 2-core hosts of this project), and one kernel
+#: class (`calibration.kernel_class`) the calibration set lacks by a third factor.
+COMPUTE_FACTOR, MEMORY_FACTOR, ABSENT_KIND_FACTOR = 3.3, 1.5, 2.2
+
+
+def _compiled_kernels(programs) -> list[tuple[str, object]]:
+    """(program label, kernel) of every kernel of ``programs`` ((label, fn, args)), compiled only."""
+    from tpucost import hlo, kernels
+    from tpucost.measure import compile_fn
+
+    return [
+        (label, k)
+        for label, fn, args in programs
+        for k in kernels.decompose(hlo.parse_module(compile_fn(fn, args).as_text()))
+    ]
+
+
+def _simulated_ns(predicted: np.ndarray, ks: list, absent: str, classes: dict) -> np.ndarray:
+    """The simulated device's runtimes: the predictions times each kernel's factor."""
+    factors = [
+        ABSENT_KIND_FACTOR
+        if classes[id(k)] == absent
+        else COMPUTE_FACTOR
+        if {"dot", "convolution"} & {n.opcode for n in k.nodes}
+        else MEMORY_FACTOR
+        for k in ks
+    ]
+    return predicted * np.asarray(factors)
+
+
+def _median_ape(predicted: np.ndarray, truth: np.ndarray) -> float:
+    return float(np.median(100 * np.abs(predicted - truth) / truth))
+
+
+@pytest.mark.slow  # compiles 18 programs
+def test_calibration_undoes_a_per_kind_device_shift():
+    """Calibration as it happens between real hosts: not one factor, but compute-bound kernels 3.3x
+    and memory-bound ones 1.5x slower, and a kernel class the calibration set lacks 2.2x. The "measured"
+    runtimes are the bundled model's predictions times those factors, so the test is exact (no
+    noise) and asks only what the correction can represent: on the foreign programs' kernels, the
+    calibrated median error is <= 25% (from >= 33% before), and per-class offsets halve the mean
+    log error of one offset."""
+    from foreign_programs import foreign_programs
+
+    model = costmodel.CostModel.load(method="gnn", calibrated=False)
+    cal = _compiled_kernels([(p.program_id, p.fn, p.args) for p in calibration.calibration_programs(13)])
+    foreign = [
+        k
+        for _, k in _compiled_kernels([(f"foreign-{i}", f, a) for i, (f, a) in enumerate(foreign_programs())])
+    ]
+    classes = {id(k): calibration.kernel_class(features.featurize(k)) for _, k in cal}
+    classes |= {id(k): calibration.kernel_class(features.featurize(k)) for k in foreign}
+    foreign_classes = [classes[id(k)] for k in foreign]
+    # The absent class: the foreign programs' rarest class that the calibration programs have too.
+    cal_classes = {classes[id(k)] for _, k in cal}
+    absent = min(
+        (c for c in set(foreign_classes) if c in cal_classes), key=lambda c: (foreign_classes.count(c), c)
+    )
+    cal = [(label, k) for label, k in cal if classes[id(k)] != absent]
+    cal_predicted = model.predict([k for _, k in cal])
+    cal_set = calibration.CalibrationSet(
+        [None] * len(cal),
+        [classes[id(k)] for _, k in cal],
+        _simulated_ns(cal_predicted, [k for _, k in cal], absent, classes),
+        [label for label, _ in cal],
+        {},
+        0.0,
+    )
+    correction, report = calibration.choose_correction(cal_predicted, cal_set)
+    predicted = model.predict(foreign)
+    truth = _simulated_ns(predicted, foreign, absent, classes)
+    after = _median_ape(correction.apply(predicted, foreign_classes), truth)
+    one_offset = calibration.fit_correction(cal_predicted, cal_set.measured_ns, cal_set.kinds, mode="global")
+    assert report["mode"] == "per_kind" and absent not in correction.offsets, report
+    assert _median_ape(predicted, truth) >= 100 * (1 - 1 / MEMORY_FACTOR) - 1e-9  # 33%: every kernel is off
+    assert after <= 25.0, (after, absent, correction.offsets)
+
+    # One offset leaves the compute-bound kernels 2.2x off: the median does not see it, a mean does.
+    def log_error(c: calibration.Correction) -> float:
+        return float(np.mean(np.abs(np.log(c.apply(predicted, foreign_classes) / truth))))
+
+    assert log_error(correction) < 0.5 * log_error(one_offset), (log_error(correction), log_error(one_offset))

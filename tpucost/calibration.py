@@ -5,10 +5,11 @@ same kernels run at other speeds, and not by one factor: compute-bound and memor
 scale differently (3.3x and 1.5x between two 2-core hosts of this project). Calibration measures a
 small, fixed, diverse set of programs on the current device (:func:`calibration_programs`, never
 part of the training corpus: their own seed) in the label mode of `tpucost.device`, and fits a
-:class:`Correction`: one offset in log space per kernel kind (a kind with few calibration kernels
-falls back to the offset over all kernels):
+:class:`Correction`: one offset in log space per kernel class (`kernel_class`: the kernel's kind,
+split into compute-bound and memory-bound kernels; a class with few calibration kernels falls back
+to the offset over all kernels):
 
-    corrected_ns = predicted_ns * exp(offset[kind])
+    corrected_ns = predicted_ns * exp(offset[class])
 
 Offsets are medians of ``log(measured) - log(predicted)`` (robust, and exact for a pure scale).
 The correction also holds the device's dispatch overhead per kernel, measured on the same runs
@@ -22,8 +23,9 @@ program); the stored correction is then fitted on all of them.
 Which correction: per-kind offsets, one global offset, or none. A correction fitted on 26 programs
 is itself noisy; on the machine that measured the model's labels it can only add error (measured:
 10.5% median APE before, 25% after per-kind offsets). `choose_correction` cross-fits all three and
-keeps the one with the lowest cross-fitted median APE, so a model is only corrected where the
-correction measurably helps.
+keeps the one with the lowest cross-fitted mean absolute log error (every kernel counts, so a
+minority of kernels left 2x off is seen), so a model is only corrected where the correction
+measurably helps.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from tpucost import device
+from tpucost import device, features
 from tpucost.data import kernel_collection
 from tpucost.files import bundled_dir, cache_dir, read_json, write_json_atomic
 from tpucost.programs import applicable_configurations, generate_programs
@@ -50,6 +52,8 @@ __all__ = [
     "MIN_KERNELS_PER_KIND",
     "Correction",
     "CalibrationSet",
+    "COMPUTE_OPCODES",
+    "kernel_class",
     "calibration_programs",
     "measure_calibration_set",
     "fit_correction",
@@ -101,8 +105,9 @@ class Correction:
 
 @dataclasses.dataclass(frozen=True)
 class CalibrationSet:
-    """Measured calibration kernels: per kernel its graph, kind, label (ns) and program; per
-    measured (program, configuration) its log entry (wall time, summed labels, kernels)."""
+    """Measured calibration kernels: per kernel its graph, class (``kinds``: `kernel_class`), label
+    (ns) and program; per measured (program, configuration) its log entry (wall time, summed
+    labels, kernels)."""
 
     graphs: list[Any]
     kinds: list[str]
@@ -111,6 +116,19 @@ class CalibrationSet:
     device: dict[str, Any]
     seconds: float
     pairs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+#: Opcodes that make a kernel compute-bound for calibration: its class is its kind + ":compute".
+COMPUTE_OPCODES = ("dot", "convolution")
+
+
+def kernel_class(graph: Any) -> str:
+    """What a correction is keyed by: the kernel's kind, plus ``":compute"`` when it holds a dot or
+    a convolution (a `tpucost.features.KernelGraph`). One kind can hold both: XLA:CPU's YNNPACK
+    fusions wrap dots and elementwise chains alike, and between two hosts compute-bound and
+    memory-bound kernels shift by different factors (3.3x and 1.5x)."""
+    compute = np.isin(graph.opcodes, [features.opcode_id(op) for op in COMPUTE_OPCODES]).any()
+    return f"{graph.kind}:compute" if compute else str(graph.kind)
 
 
 def fit_correction(
@@ -148,6 +166,10 @@ def _median_ape(predicted: np.ndarray, measured: np.ndarray) -> float:
     return float(np.median(100.0 * np.abs(predicted - measured) / measured))
 
 
+def _mean_abs_log_error(predicted: np.ndarray, measured: np.ndarray) -> float:
+    return float(np.mean(np.abs(np.log(predicted) - np.log(measured))))
+
+
 def cross_fitted_errors(
     predicted_ns: np.ndarray, cal: CalibrationSet, mode: str = "per_kind"
 ) -> dict[str, Any]:
@@ -177,24 +199,30 @@ def cross_fitted_errors(
         "programs": len(programs),
         "median_ape_before": _median_ape(predicted_ns, cal.measured_ns),
         "median_ape_after": _median_ape(after, cal.measured_ns),
+        "mean_abs_log_error_before": _mean_abs_log_error(predicted_ns, cal.measured_ns),
+        "mean_abs_log_error_after": _mean_abs_log_error(after, cal.measured_ns),
         "program_total_ape_before": _total_ape(predicted_ns, cal),
         "program_total_ape_after": _total_ape(after, cal),
     }
 
 
 def choose_correction(predicted_ns: np.ndarray, cal: CalibrationSet) -> tuple[Correction, dict[str, Any]]:
-    """The correction of the `MODES` with the lowest cross-fitted median APE, fitted on all of ``cal``.
+    """The correction of the `MODES` with the lowest cross-fitted mean absolute log error, fitted on
+    all of ``cal``. Every kernel counts in that mean: a correction that leaves a minority of kernels
+    (the compute-bound ones, say) 2x off loses, where a median error would not see them.
 
-    Returns it and the report: the chosen mode's `cross_fitted_errors`, plus ``"mode"`` and
-    ``"modes"`` (each mode's cross-fitted median APE after correction).
+    Returns it and the report: the chosen mode's `cross_fitted_errors`, plus ``"mode"``,
+    ``"modes"`` (each mode's cross-fitted median APE after correction) and ``"mode_log_errors"``
+    (each mode's cross-fitted mean absolute log error, the criterion).
     """
     errors = {mode: cross_fitted_errors(predicted_ns, cal, mode) for mode in MODES}
-    best = min(MODES, key=lambda m: errors[m]["median_ape_after"])
+    best = min(MODES, key=lambda m: errors[m]["mean_abs_log_error_after"])
     correction = fit_correction(predicted_ns, cal.measured_ns, cal.kinds, pairs=cal.pairs, mode=best)
     return correction, {
         **errors[best],
         "mode": best,
         "modes": {m: errors[m]["median_ape_after"] for m in MODES},
+        "mode_log_errors": {m: errors[m]["mean_abs_log_error_after"] for m in MODES},
     }
 
 
@@ -236,7 +264,7 @@ def measure_calibration_set(
         logged.append(entry)
         for i in range(len(records)):
             graphs.append(records.graph(i))
-            kinds.append(str(records.kind[i]))
+            kinds.append(kernel_class(graphs[-1]))
             measured.append(float(records.runtime_ns[i]))
             program_ids.append(f"{program.program_id}/{config}")
     return CalibrationSet(

@@ -172,7 +172,7 @@ class CostModel:
             return np.zeros((0,), np.float64)
         predicted = np.asarray(self._predict_fn(graphs), dtype=np.float64)
         if self.correction is not None:
-            predicted = self.correction.apply(predicted, [g.kind for g in graphs])
+            predicted = self.correction.apply(predicted, [calibration.kernel_class(g) for g in graphs])
         return predicted
 
     def calibrate(
