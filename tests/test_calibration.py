@@ -319,3 +319,16 @@ def test_calibration_undoes_a_per_kind_device_shift():
         return float(np.mean(np.abs(np.log(c.apply(predicted, foreign_classes) / truth))))
 
     assert log_error(correction) < 0.5 * log_error(one_offset), (log_error(correction), log_error(one_offset))
+
+
+def test_a_kernel_predicted_at_zero_does_not_blind_the_criterion():
+    n = 40
+    measured = np.full(n, 1000.0)
+    predicted = measured / 3.0  # the device is 3x slower than the model thinks
+    predicted[0] = 0.0  # and one kernel is predicted at nothing
+    cal = calibration.CalibrationSet(
+        [None] * n, ["kLoop"] * n, measured, [f"p{i % 8}" for i in range(n)], {}, 0.0
+    )
+    correction, report = calibration.choose_correction(predicted, cal)
+    assert all(np.isfinite(v) for v in report["mode_log_errors"].values()), report["mode_log_errors"]
+    assert report["mode"] != "none" and correction.global_offset == pytest.approx(np.log(3.0))

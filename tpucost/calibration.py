@@ -167,7 +167,11 @@ def _median_ape(predicted: np.ndarray, measured: np.ndarray) -> float:
 
 
 def _mean_abs_log_error(predicted: np.ndarray, measured: np.ndarray) -> float:
-    return float(np.mean(np.abs(np.log(predicted) - np.log(measured))))
+    """Mean |log(predicted / measured)| over the kernels where both are positive (as `fit_correction`)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.abs(np.log(np.asarray(predicted, np.float64)) - np.log(np.asarray(measured, np.float64)))
+    gap = gap[np.isfinite(gap)]
+    return float(gap.mean()) if gap.size else float("inf")
 
 
 def cross_fitted_errors(
