@@ -143,11 +143,10 @@ def _kernel_opcodes(paths: list[str]) -> tuple[int, int, dict[str, int]]:
     n_kernels = 0
     for f in files:
         try:
-            module = hlo.parse_module(f.read_text(encoding="utf-8", errors="replace"))
+            text = f.read_text(encoding="utf-8", errors="replace")
         except OSError as err:
             raise ValueError(f"{f}: cannot read: {err.strerror or err}") from err
-        except hlo.HloParseError as err:
-            raise ValueError(f"{f}: {err}") from err
+        module = hlo.parse_module(text, source=str(f))  # its HloParseError names file, line, column
         for k in kernels.decompose(module):
             n_kernels += 1
             for op in {node.opcode for node in k.nodes}:
