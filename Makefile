@@ -23,12 +23,12 @@ JOBS ?= 2
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[notebooks,dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[notebooks,dev,corpus]'
 	touch $(STAMP)
 
 $(COLAB_STAMP): pyproject.toml constraints-colab.txt
 	test -x $(COLAB_PY) || $(COLAB_PYTHON) -m venv $(COLAB_VENV)
-	$(COLAB_PY) -m pip install -q -c constraints-colab.txt -e '.[dev]'
+	$(COLAB_PY) -m pip install -q -c constraints-colab.txt -e '.[dev,corpus]'
 	touch $(COLAB_STAMP)
 
 install: $(STAMP)

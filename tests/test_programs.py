@@ -14,19 +14,23 @@ from tpucost.programs import (
     CONFIGURATIONS,
     FAMILIES,
     FORMS,
+    WRITTEN_BY_OTHERS,
+    WRITTEN_HERE,
     Program,
     applicable_configurations,
     buildable,
     compile_program,
+    configurations_for,
     count_kernels,
     generate_programs,
     kernel_signatures,
     make_program,
+    program_ids,
 )
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
-N_ALL = len(FAMILIES) * len(FORMS)  # 42: the shortest prefix holding every family in every form
+N_ALL = len(WRITTEN_HERE) * len(FORMS)  # 42: the shortest prefix holding every family in every form
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +50,18 @@ def _same_structure(a, b) -> bool:
 
 def test_families_and_forms():
     assert len(FAMILIES) >= 13 and len(set(FAMILIES)) == len(FAMILIES)
+    assert FAMILIES == WRITTEN_HERE + WRITTEN_BY_OTHERS and len(WRITTEN_BY_OTHERS) >= 10
     assert FORMS == ("forward", "grad", "train_step")
+
+
+def test_program_ids_name_the_programs_without_building_them():
+    ids = program_ids(N_ALL + 3, seed=4)
+    assert ids == [p.program_id for p in generate_programs(N_ALL + 3, seed=4)]
+    # keras_* ids need no Keras: nothing is built (on Colab's versions, Keras is not installed)
+    others = program_ids(2 * len(FAMILIES), seed=0, families=FAMILIES)
+    assert others[len(WRITTEN_HERE)] == f"{WRITTEN_BY_OTHERS[0]}-forward-0-{len(WRITTEN_HERE)}"
+    with pytest.raises(ValueError, match="unknown families"):
+        program_ids(1, families=["no_such_family"])
 
 
 @pytest.mark.slow
@@ -65,7 +80,7 @@ def test_every_family_and_form_compiles_and_runs(first_programs, index):
         assert loss.shape == () and loss.dtype == jnp.float32
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", WRITTEN_HERE)
 def test_forward_runs_for_another_seed(family):
     program = make_program(family, "forward", seed=1, index=7)
     out = jax.jit(program.fn)(*program.args)
@@ -88,7 +103,7 @@ def test_program_ids_are_unique_and_seeds_differ():
     seed1 = list(generate_programs(N_ALL, seed=1))
     ids = [p.program_id for p in seed0 + seed1]
     assert len(set(ids)) == len(ids)
-    assert seed0[0].program_id == f"{FAMILIES[0]}-forward-0-0"
+    assert seed0[0].program_id == f"{WRITTEN_HERE[0]}-forward-0-0"
     assert sum(a.hparams != b.hparams for a, b in zip(seed0, seed1, strict=True)) > N_ALL // 2
 
 
@@ -102,7 +117,7 @@ def test_hparams_are_json_serialisable():
 @pytest.mark.parametrize("n", [N_ALL, N_ALL + 5])
 def test_any_long_prefix_covers_every_family_and_form(n):
     pairs = {(p.family, p.form) for p in generate_programs(n, seed=2)}
-    assert pairs == {(f, form) for f in FAMILIES for form in FORMS}
+    assert pairs == {(f, form) for f in WRITTEN_HERE for form in FORMS}
 
 
 def test_family_subset():
@@ -124,6 +139,7 @@ def test_applicable_configurations():
     mlp_forward = make_program("mlp", "forward", 0, 0)
     # on this backend, every configuration this jaxlib can build (Colab's 0.7.2 has no YNNPACK options)
     assert applicable_configurations(lstm_train, "cpu") == [c for c in CONFIGURATIONS if buildable(c)]
+    assert applicable_configurations(lstm_train, "cpu") == configurations_for("lstm", "train_step", "cpu")
     on_cpu = applicable_configurations(mlp_forward, "cpu")
     assert on_cpu[0] == "default" and "scan_unroll" not in on_cpu and "remat_dots" not in on_cpu
     assert applicable_configurations(mlp_forward, "tpu") == ["default"]

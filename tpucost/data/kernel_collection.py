@@ -40,7 +40,7 @@ from tpucost.data.kernel import (
 )
 from tpucost.files import write_json_atomic
 from tpucost.measure import Measurement, compile_fn, measure_kernels
-from tpucost.programs import Program, applicable_configurations, generate_programs, program_from_id
+from tpucost.programs import Program, configurations_for, program_from_id, program_ids
 
 __all__ = [
     "PARTS",
@@ -120,14 +120,16 @@ def _pairs(
     configurations: Sequence[str] | None,
     families: Sequence[str] | None,
 ) -> Iterator[collection.Item]:
+    """The (program id, configuration) pairs to measure; programs are built only when measured."""
     i, n = shard
-    for index, program in enumerate(generate_programs(n_programs, seed, families)):
+    for index, program_id in enumerate(program_ids(n_programs, seed, families)):
         if index % n != i:
             continue
-        for config in applicable_configurations(program):
+        family, form = program_id.rsplit("-", 3)[:2]
+        for config in configurations_for(family, form):
             if configurations is None or config in configurations:
-                fields = {"program_id": program.program_id, "configuration": config}
-                yield collection.Item(_pair_key(fields), fields, (program, config))
+                fields = {"program_id": program_id, "configuration": config}
+                yield collection.Item(_pair_key(fields), fields, (program_id, config))
 
 
 def collect(
@@ -157,9 +159,14 @@ def collect(
             f"{out / collection.LOG} exists: pass resume=True (--resume) to continue that run"
         )
     counts = {"kernels": 0}
+    built: dict[str, Program] = {}  # the program in hand: its configurations come one after another
 
     def measure(item: collection.Item) -> dict[str, Any]:
-        program, config = item.payload
+        program_id, config = item.payload
+        if program_id not in built:
+            built.clear()
+            built[program_id] = program_from_id(program_id)
+        program = built[program_id]
         records, entry = measure_program(program, config, repeats)
         (out / PARTS).mkdir(exist_ok=True)
         save_shard(records, out / PARTS / _part_name(program.program_id, config))  # before the log line

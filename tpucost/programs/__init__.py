@@ -3,6 +3,8 @@
 * `tpucost.programs.blocks`: building blocks (dense, conv, norms, attention, ...), `Variant`, `Model`;
 * `tpucost.programs.families`: the families (``mlp``, ``cnn``, ..., ``random_ops``, :data:`FAMILIES`);
 * `tpucost.programs.random_ops`: the ``random_ops`` family's blocks, one kind of operation each;
+* `tpucost.programs.keras_apps`: the ``keras_*`` families, ``keras.applications`` models (written
+  by others; need ``pip install "tpucost[corpus]"``);
 * `tpucost.programs.corpus`: program ids, the three forms, configurations (`CONFIGURATIONS`),
   `generate_programs`, `compile_program`, kernel signatures.
 
@@ -20,15 +22,23 @@ from tpucost.programs.corpus import (
     buildable,
     compile_option_configurations,
     compile_program,
+    configurations_for,
     count_kernels,
     generate_programs,
     kernel_signatures,
     loss_from_output,
     make_program,
     program_from_id,
+    program_ids,
     survey,
 )
-from tpucost.programs.families import ARCHITECTURES, FAMILIES, FAMILY_GENERATORS
+from tpucost.programs.families import (
+    ARCHITECTURES,
+    FAMILIES,
+    FAMILY_GENERATORS,
+    WRITTEN_BY_OTHERS,
+    WRITTEN_HERE,
+)
 
 __all__ = [
     "Model",
@@ -41,14 +51,18 @@ __all__ = [
     "buildable",
     "compile_option_configurations",
     "compile_program",
+    "configurations_for",
     "count_kernels",
     "generate_programs",
     "kernel_signatures",
     "loss_from_output",
     "make_program",
     "program_from_id",
+    "program_ids",
     "survey",
     "FAMILIES",
     "ARCHITECTURES",
+    "WRITTEN_HERE",
+    "WRITTEN_BY_OTHERS",
     "FAMILY_GENERATORS",
 ]

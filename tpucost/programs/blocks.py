@@ -30,10 +30,14 @@ class Variant:
     ``scan_unroll``: the ``unroll`` argument of ``lax.scan`` in recurrent families.
     ``remat``: ``None`` or the name of a ``jax.checkpoint_policies`` policy applied to the whole
     loss in the grad and train_step forms.
+    ``training``: whether the model runs in training mode; the corpus sets it inside the loss of
+    the grad and train_step forms. Only families with a mode use it (`tpucost.programs.keras_apps`:
+    batch statistics and dropout); the families written here always use batch statistics.
     """
 
     scan_unroll: int = 1
     remat: str | None = None
+    training: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

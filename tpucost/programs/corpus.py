@@ -111,7 +111,7 @@ from tpucost.kernels import Kernel, decompose
 from tpucost.measure import compile_fn
 from tpucost.programs import blocks
 from tpucost.programs.blocks import Batch, Model, Params, PyTree, Variant
-from tpucost.programs.families import ARCHITECTURES, FAMILIES, FAMILY_GENERATORS
+from tpucost.programs.families import ARCHITECTURES, FAMILIES, FAMILY_GENERATORS, WRITTEN_HERE
 
 __all__ = [
     "FORMS",
@@ -120,9 +120,11 @@ __all__ = [
     "loss_from_output",
     "make_program",
     "program_from_id",
+    "program_ids",
     "generate_programs",
     "CONFIGURATIONS",
     "buildable",
+    "configurations_for",
     "applicable_configurations",
     "compile_option_configurations",
     "compile_program",
@@ -143,8 +145,10 @@ def loss_from_output(out: jax.Array, batch: Batch) -> jax.Array:
 
 
 def _loss_fn(model: Model, variant: Variant) -> Callable[[Params, Batch], jax.Array]:
+    training = dataclasses.replace(variant, training=True)
+
     def loss(params: Params, batch: Batch) -> jax.Array:
-        return loss_from_output(model.apply(params, batch, variant), batch)
+        return loss_from_output(model.apply(params, batch, training), batch)
 
     return blocks.remat(loss, variant.remat)
 
@@ -202,18 +206,28 @@ def program_from_id(program_id: str) -> Program:
     return make_program(parts[0], parts[1], int(parts[2]), int(parts[3]))
 
 
-def generate_programs(n: int, seed: int = 0, families: Sequence[str] | None = None) -> Iterator[Program]:
-    """Yield ``n`` programs, the same ids and hparams for the same ``seed`` and ``families``.
+def program_ids(n: int, seed: int = 0, families: Sequence[str] | None = None) -> list[str]:
+    """The ids of the first ``n`` programs of ``seed`` over ``families``, without building them.
 
     Program ``i`` is family ``families[i % F]`` in form ``FORMS[(i // F) % 3]``, so every prefix of
-    ``3 * F`` programs (42 with all 14 families) holds each family in each form exactly once.
+    ``3 * F`` programs (42 with the 14 families written here, the default) holds each family in
+    each form exactly once. The ``keras_*`` families (``WRITTEN_BY_OTHERS``) are asked for by name.
     """
-    families = tuple(FAMILIES if families is None else families)
+    families = tuple(WRITTEN_HERE if families is None else families)
     unknown = set(families) - set(FAMILIES)
     if unknown:
         raise ValueError(f"unknown families {sorted(unknown)}; choose from {FAMILIES}")
-    for i in range(n):
-        yield make_program(families[i % len(families)], FORMS[(i // len(families)) % len(FORMS)], seed, i)
+    return [
+        f"{families[i % len(families)]}-{FORMS[(i // len(families)) % len(FORMS)]}-{seed}-{i}"
+        for i in range(n)
+    ]
+
+
+def generate_programs(n: int, seed: int = 0, families: Sequence[str] | None = None) -> Iterator[Program]:
+    """Yield the ``n`` programs of :func:`program_ids` (the same ids and hparams for the same
+    ``seed`` and ``families``), each built when it is reached."""
+    for program_id in program_ids(n, seed, families):
+        yield program_from_id(program_id)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,21 +356,25 @@ def _on_backend(config: CompileConfig, platform: str) -> bool:
     return not config.compiler_options or config.name in backends.backend(platform).compile_configurations
 
 
-def applicable_configurations(program: Program, platform: str | None = None) -> list[str]:
-    """Names of the configurations that apply to ``program`` on ``platform`` (default: JAX's backend).
-
-    On JAX's own backend, configurations this jaxlib cannot build are left out (see `buildable`).
-    """
+def configurations_for(family: str, form: str, platform: str | None = None) -> list[str]:
+    """Names of the configurations that apply to programs of ``family`` in ``form`` on ``platform``
+    (default: JAX's backend). On JAX's own backend, configurations this jaxlib cannot build are
+    left out (see `buildable`)."""
     here = jax.default_backend()
     platform = platform or here
     return [
         name
         for name, c in CONFIGURATIONS.items()
-        if (c.families is None or program.family in c.families)
-        and (c.forms is None or program.form in c.forms)
+        if (c.families is None or family in c.families)
+        and (c.forms is None or form in c.forms)
         and _on_backend(c, platform)
         and (platform != here or buildable(name))
     ]
+
+
+def applicable_configurations(program: Program, platform: str | None = None) -> list[str]:
+    """Names of the configurations that apply to ``program`` on ``platform`` (see `configurations_for`)."""
+    return configurations_for(program.family, program.form, platform)
 
 
 def compile_option_configurations(backend: str | None = None) -> tuple[str, ...]:

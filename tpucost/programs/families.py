@@ -1,10 +1,13 @@
 """The families of the corpus: generators of random programs of one architecture (13 written
-here) and `tpucost.programs.random_ops` (random chains of every kind of operation).
+here), `tpucost.programs.random_ops` (random chains of every kind of operation) and the
+``keras.applications`` architectures (`tpucost.programs.keras_apps`, written by the Keras team).
 
 Each family is a function ``rng -> Model`` (`tpucost.programs.blocks.Model`) that draws its
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator`` and
 returns parameters, a batch and the model; `tpucost.programs.corpus` turns a model into the three
-forms (forward, grad, train step). :data:`FAMILIES` names them in a fixed order.
+forms (forward, grad, train step). :data:`FAMILIES` names them in a fixed order:
+:data:`WRITTEN_HERE` (the 13 :data:`ARCHITECTURES`, then ``random_ops``), then
+:data:`WRITTEN_BY_OTHERS` (the ``keras_*`` families, which need the ``tpucost[corpus]`` extra).
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from jax import lax
 
 from tpucost.programs import blocks
 from tpucost.programs.blocks import Batch, Model, Params, Variant
+from tpucost.programs.keras_apps import KERAS_FAMILIES
 from tpucost.programs.random_ops import random_ops
 
-__all__ = ["FAMILY_GENERATORS", "FAMILIES", "ARCHITECTURES"]
+__all__ = ["FAMILY_GENERATORS", "FAMILIES", "ARCHITECTURES", "WRITTEN_HERE", "WRITTEN_BY_OTHERS"]
 
 
 def mlp(rng: np.random.Generator) -> Model:
@@ -540,6 +544,11 @@ FAMILY_GENERATORS: dict[str, Callable[[np.random.Generator], Model]] = {
         random_ops,
     )
 }
+#: The families written in this package (no extra dependency): the default of ``generate_programs``.
+WRITTEN_HERE: tuple[str, ...] = tuple(FAMILY_GENERATORS)
+#: The architecture families written here: every family written here but ``random_ops``.
+ARCHITECTURES: tuple[str, ...] = tuple(f for f in WRITTEN_HERE if f != "random_ops")
+FAMILY_GENERATORS.update(KERAS_FAMILIES)
+#: The families of model code written by others (``keras.applications``; the ``corpus`` extra).
+WRITTEN_BY_OTHERS: tuple[str, ...] = tuple(KERAS_FAMILIES)
 FAMILIES: tuple[str, ...] = tuple(FAMILY_GENERATORS)
-#: The architecture families written here: every family but ``random_ops``.
-ARCHITECTURES: tuple[str, ...] = tuple(f for f in FAMILIES if f != "random_ops")
