@@ -329,3 +329,51 @@ def test_data_coverage_cli_names_the_opcodes_training_lacks(tmp_path, capsys):
     (tmp_path / "bad.hlo").write_text("HloModule m\nENTRY e {\n  ROOT x = f32[] frob(\n}\n")
     assert cli.main(["data", "coverage", "--against", str(tmp_path / "bad.hlo")]) == 2
     assert "bad.hlo" in capsys.readouterr().err
+
+
+def test_programs_sharing_every_hyperparameter_go_to_one_part(dataset, tmp_path):
+    """Twins (same family, form and hparams in the collection log) are one program to the split:
+    without the log they land in different parts for some seed; with it, never, and no twin of a
+    training program is a test program."""
+    kernel_data.save_dataset(dataset, tmp_path / "ds")
+    programs = sorted(set(dataset.source_program_id.tolist()))
+    twins = {"mlp-forward-0-0", "mlp-forward-0-6"}  # same family and form; given equal hparams below
+    apart = [
+        s for s in range(20) if len({_part_of(kernel_data.split_random(dataset, s), p) for p in twins}) > 1
+    ]
+    assert apart, "no seed separates the twins: the test could not fail"
+    with open(tmp_path / "ds" / "log.jsonl", "w") as log:
+        for p in programs:
+            hparams = {"width": 8} if p in twins else {"width": programs.index(p)}
+            log.write(
+                json.dumps({"program_id": p, "configuration": "default", "status": "ok", "hparams": hparams})
+                + "\n"
+            )
+    loaded = kernel_data.load_kernel_dataset(tmp_path / "ds")
+    twin_index = kernel_data.program_twins(loaded, np.array(programs))
+    assert (twin_index != np.arange(len(programs))).sum() == 1
+    for seed in apart:
+        split = kernel_data.split_random(loaded, seed)
+        _assert_partition(loaded, split)
+        parts = {_part_of(split, p) for p in twins}
+        assert len(parts) == 1 and parts <= {0, 1, 2}
+        before = {_part_of(kernel_data.split_random(dataset, seed), p) for p in twins}
+        assert parts == {min(before)}  # the earliest part either drew
+
+
+def _part_of(split: Split, program: str) -> int:
+    return next(j for j, ids in enumerate((split.train_ids, split.val_ids, split.test_ids)) if program in ids)
+
+
+def test_split_leave_out_holds_out_the_group_and_shares_no_kernel(dataset):
+    split = kernel_data.split_leave_out(dataset, ("gru", "unet"), seed=1)
+    _assert_partition(dataset, split)
+    assert {p.split("-")[0] for p in split.test_ids} == {"gru", "unet"}
+    assert not {p.split("-")[0] for p in np.concatenate([split.train_ids, split.val_ids])} & {"gru", "unet"}
+    assert len(split.val_ids) >= 1
+    for i in split.train:  # no training kernel ran in a held-out program
+        assert not _sources(dataset, i)[0] & set(split.test_ids)
+    with pytest.raises(ValueError, match="no test program"):
+        kernel_data.split_leave_out(dataset, ("lstm",))
+    with pytest.raises(ValueError, match="no training program"):
+        kernel_data.split_leave_out(dataset, FAMILIES)

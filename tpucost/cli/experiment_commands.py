@@ -9,8 +9,9 @@ from tpucost import results
 from tpucost.cli.common import fail, names
 from tpucost.cli.kernel_commands import kernel_dataset
 from tpucost.cli.tile_commands import tile_dataset
-from tpucost.tasks import kernel
+from tpucost.tasks import kernel, kernel_experiments
 from tpucost.tasks import tile as tile_task
+from tpucost.train import TrainConfig
 
 
 def cmd_hparam_search(args: argparse.Namespace) -> int:
@@ -37,6 +38,38 @@ def cmd_tile_seeds(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
     print(json.dumps(report["summary"], indent=1))
+    return 0
+
+
+def _config(args: argparse.Namespace) -> TrainConfig:
+    """The training settings of an experiment command: the bundled models' (``--epochs`` to change)."""
+    return TrainConfig(epochs=args.epochs) if args.epochs else TrainConfig()
+
+
+def cmd_leave_group_out(args: argparse.Namespace) -> int:
+    try:
+        summary = kernel_experiments.leave_group_out(
+            kernel_dataset(args.data), args.out, _config(args), args.methods, progress=not args.no_progress
+        )
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def cmd_learning_curve(args: argparse.Namespace) -> int:
+    try:
+        summary = kernel_experiments.learning_curve(
+            kernel_dataset(args.data),
+            args.out,
+            args.fractions,
+            _config(args),
+            args.methods,
+            progress=not args.no_progress,
+        )
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    print(json.dumps(summary, indent=1))
     return 0
 
 
@@ -73,6 +106,24 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_tile_seeds)
     p = e.add_parser(
+        "leave-group-out",
+        help="kernel models trained without each family group and scored on it (mean and worst group)",
+    )
+    _experiment_arguments(p, default_methods=",".join(kernel.METHODS))
+    p.set_defaults(func=cmd_leave_group_out)
+    p = e.add_parser(
+        "learning-curve",
+        help="kernel models trained on growing parts of the training programs, unseen-kernel MAPE",
+    )
+    _experiment_arguments(p, default_methods="gnn")
+    p.add_argument(
+        "--fractions",
+        type=lambda t: [float(x) for x in names(t)],
+        default=[0.125, 0.25, 0.5, 1.0],
+        help="fractions of the training programs (default 0.125,0.25,0.5,1)",
+    )
+    p.set_defaults(func=cmd_learning_curve)
+    p = e.add_parser(
         "tables",
         help="Markdown tables of a checkpoint folder's results (default: the bundled ones; the "
         "checkpoints README shows them), or with --readme the tables of the README",
@@ -82,3 +133,11 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
         "--readme", action="store_true", help="the README's tables, from the bundled data, models and reports"
     )
     p.set_defaults(func=cmd_tables)
+
+
+def _experiment_arguments(p: argparse.ArgumentParser, default_methods: str) -> None:
+    p.add_argument("--data", default=None, help="data folder (default: the bundled data set)")
+    p.add_argument("--out", required=True, help="results folder (resumed: finished parts are kept)")
+    p.add_argument("--methods", type=names, default=names(default_methods), help=f"default {default_methods}")
+    p.add_argument("--epochs", type=int, default=None, help="epochs (default: the bundled models' setting)")
+    p.add_argument("--no-progress", action="store_true")

@@ -46,7 +46,10 @@ of several parts; each kernel goes to exactly one part:
 
 * `split_random` shuffles the programs with the seed and cuts them 80/10/10. A kernel any train
   program ran is train, else one any val program ran is val, else test: the test kernels are the
-  ones never seen in training (nor in validation).
+  ones never seen in training (nor in validation). Programs that share family, form and every
+  hyperparameter (*twins*, from the ``hparams`` the collection log records, `program_twins`) are
+  one program to the split: they all go to the earliest part any of them drew (train before val
+  before test), so no test program is a copy of a training program.
 * `split_hard` holds out whole families: programs of :data:`HARD_TEST_FAMILIES` are test, of
   :data:`HARD_VAL_FAMILIES` val, the rest train. Held-out first: a kernel any test program ran is
   test, else one any val program ran is val, else train, so train shares no kernel with the
@@ -95,8 +98,10 @@ __all__ = [
     "first_test_programs",
     "ProgramRows",
     "split",
+    "program_twins",
     "split_random",
     "split_hard",
+    "split_leave_out",
     "program_rows",
     "stats",
     "opcode_coverage",
@@ -478,14 +483,37 @@ def _assign(ds: KernelDataset, programs: np.ndarray, program_part: np.ndarray, h
     )
 
 
+def program_twins(ds: KernelDataset, programs: np.ndarray) -> np.ndarray:
+    """int64[P]: for each of ``programs``, the index of the first program sharing its family, form
+    and every hyperparameter (itself when it has no twin or no recorded hyperparameters).
+
+    Hyperparameters come from the ``hparams`` of the log lines next to the data (`collect`
+    records them; data sets collected before that have none, and no twins)."""
+    key_of: dict[str, str] = {}
+    if ds.root is not None:
+        for e in collection.read_log(ds.root):
+            if e.get("status") == "ok" and "hparams" in e:
+                family_form = str(e["program_id"]).rsplit("-", 2)[0]
+                key_of[str(e["program_id"])] = json.dumps([family_form, e["hparams"]], sort_keys=True)
+    first: dict[str, int] = {}
+    return np.array(
+        [first.setdefault(key_of.get(str(p), str(p)), i) for i, p in enumerate(programs)], np.int64
+    )
+
+
 def split_random(ds: KernelDataset, seed: int = 0, fractions: Sequence[float] = (0.8, 0.1, 0.1)) -> Split:
     """Programs shuffled with ``seed`` and cut by ``fractions``; kernels seen in training are train.
 
     A kernel any train program ran is train, else one any val program ran is val, else test: the
-    test kernels are those never seen in training or validation. Deterministic.
+    test kernels are those never seen in training or validation. Twins (`program_twins`) go to
+    the earliest part any of them drew. Deterministic.
     """
     programs = np.unique(ds.source_program_id.astype(str))
-    return _assign(ds, programs, random_parts(len(programs), seed, fractions), held_out_first=False)
+    part = random_parts(len(programs), seed, fractions)
+    twin = program_twins(ds, programs)
+    earliest = np.full(len(programs), 2, np.int64)
+    np.minimum.at(earliest, twin, part)
+    return _assign(ds, programs, earliest[twin], held_out_first=False)
 
 
 def split_hard(
@@ -497,6 +525,26 @@ def split_hard(
     train shares no kernel with the held-out families."""
     programs, families = _program_families(ds)
     return _assign(ds, programs, family_parts(families, test_families, val_families), held_out_first=True)
+
+
+def split_leave_out(
+    ds: KernelDataset, test_families: Sequence[str], seed: int = 0, val_fraction: float = 0.1
+) -> Split:
+    """``test_families`` held out (one group of `tpucost.programs.FAMILY_GROUPS`, for
+    leave-one-group-out); ``val_fraction`` of the other programs, drawn with ``seed``, are
+    validation. Held-out first, as `split_hard`: train shares no kernel with the test families.
+    ValueError when the data set has no program of ``test_families`` or nothing else."""
+    programs, families = _program_families(ds)
+    held_out = np.isin(families, list(test_families))
+    if not held_out.any() or held_out.all():
+        raise ValueError(
+            f"holding out {sorted(test_families)} leaves {'no test' if not held_out.any() else 'no training'} "
+            f"program in this data set (families {sorted(set(families.tolist()))})"
+        )
+    part = np.full(len(programs), 2, np.int64)
+    rest = np.flatnonzero(~held_out)
+    part[rest] = random_parts(len(rest), seed, (1 - val_fraction, val_fraction, 0.0))
+    return _assign(ds, programs, part, held_out_first=True)
 
 
 def split(ds: KernelDataset, name: str, seed: int = 0) -> Split:

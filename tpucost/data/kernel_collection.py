@@ -92,6 +92,7 @@ def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[Ke
     kernel_ns = sum(t * m.calls_per_run.get(k, 1) for k, t in m.runtime_ns.items() if k not in m.nested)
     entry = {
         "status": "ok",
+        "hparams": program.hparams,  # the split keeps programs of equal hyperparameters together
         "kernels": len(records),
         "missing": len(m.missing),
         "additivity_ratio": m.additivity_ratio,

@@ -36,6 +36,7 @@ from tpucost.programs.families import (
     ARCHITECTURES,
     FAMILIES,
     FAMILY_GENERATORS,
+    FAMILY_GROUPS,
     WRITTEN_BY_OTHERS,
     WRITTEN_HERE,
 )
@@ -65,4 +66,5 @@ __all__ = [
     "WRITTEN_HERE",
     "WRITTEN_BY_OTHERS",
     "FAMILY_GENERATORS",
+    "FAMILY_GROUPS",
 ]

@@ -25,7 +25,14 @@ from tpucost.programs.blocks import Batch, Model, Params, Variant
 from tpucost.programs.keras_apps import KERAS_FAMILIES
 from tpucost.programs.random_ops import random_ops
 
-__all__ = ["FAMILY_GENERATORS", "FAMILIES", "ARCHITECTURES", "WRITTEN_HERE", "WRITTEN_BY_OTHERS"]
+__all__ = [
+    "FAMILY_GENERATORS",
+    "FAMILIES",
+    "ARCHITECTURES",
+    "WRITTEN_HERE",
+    "WRITTEN_BY_OTHERS",
+    "FAMILY_GROUPS",
+]
 
 
 def mlp(rng: np.random.Generator) -> Model:
@@ -552,3 +559,15 @@ FAMILY_GENERATORS.update(KERAS_FAMILIES)
 #: The families of model code written by others (``keras.applications``; the ``corpus`` extra).
 WRITTEN_BY_OTHERS: tuple[str, ...] = tuple(KERAS_FAMILIES)
 FAMILIES: tuple[str, ...] = tuple(FAMILY_GENERATORS)
+
+#: Groups of related families, for leave-one-group-out evaluation: a held-out group shares no
+#: architecture with training (``written_by_others``: every ``keras_*`` family together).
+FAMILY_GROUPS: dict[str, tuple[str, ...]] = {
+    "dense": ("mlp", "nerf_mlp", "norm_softmax"),
+    "convolutional": ("cnn", "resnet_block", "mobilenet_block", "unet"),
+    "attention": ("transformer_encoder", "causal_decoder"),
+    "recurrent": ("lstm", "gru"),
+    "sparse": ("embedding_scatter", "graph_message_passing"),
+    "random_ops": ("random_ops",),
+    "written_by_others": WRITTEN_BY_OTHERS,
+}

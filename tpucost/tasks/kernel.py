@@ -467,9 +467,12 @@ def run_experiment(
     methods: Sequence[str] = METHODS,
     progress: bool = True,
     data_dir: str | None = None,
+    parts: Split | None = None,
 ) -> dict[str, Any]:
     """Train/fit each method on the split's train part, evaluate on its test programs, save all.
 
+    ``split`` names the split (`tpucost.data.kernel.split`), or, with ``parts`` given, labels
+    that `Split` (e.g. ``"leave-out:recurrent"``, `tpucost.tasks.kernel_experiments`).
     Methods trained earlier into the same ``out_dir`` (same split) keep their entries in
     ``evaluation.json``, so methods can be trained in separate calls with their own configs.
     Returns the content of ``evaluation.json``.
@@ -477,7 +480,7 @@ def run_experiment(
     config = config or train.TrainConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    parts = kernel_data.split(dataset, split)
+    parts = kernel_data.split(dataset, split) if parts is None else parts
     report = _new_report(dataset, split, parts, data_dir)
     previous = _previous_report(out / EVALUATION_FILE, split, len(parts.test), len(parts.test_ids))
     for key in ("train_configs", "results", "histories", "train_seconds"):
