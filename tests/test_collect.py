@@ -68,6 +68,30 @@ def test_collect_records(reference):
     assert np.all(reference.count >= 1) and reference.count.sum() >= len(reference)
 
 
+def test_labels_are_measured_again_until_they_settle():
+    rounds = iter(
+        [
+            {"long": 100_000.0, "noisy": 50_000.0, "short": 1_000.0},
+            {"long": 101_000.0, "noisy": 80_000.0, "short": 500.0},  # long settles (1%), noisy does not
+            {"long": 90_000.0, "noisy": 40_000.0, "short": 100.0},  # settled kernels are not followed
+            {"long": 100_000.0, "noisy": 40_500.0, "short": 100.0},  # noisy settles (1.25% of 40000)
+        ]
+    )
+    labels, n, unsettled = kernel_collection.settle_labels(lambda: next(rounds), tolerance=0.03, max_rounds=6)
+    assert (n, unsettled) == (4, [])
+    assert labels == {"long": 90_000.0, "noisy": 40_000.0, "short": 100.0}  # minima over every round
+    steady = kernel_collection.settle_labels(lambda: {"a": 10_000.0}, max_rounds=6)
+    assert steady == ({"a": 10_000.0}, 2, [])  # two rounds at least: one cannot show a spread
+    drifting = iter([{"a": 10_000.0 * 0.9**i} for i in range(10)])
+    assert kernel_collection.settle_labels(lambda: next(drifting), max_rounds=3)[1:] == (3, ["a"])
+    assert kernel_collection.settle_labels(lambda: {"tiny": 10.0})[1] == 1  # nothing >= 5 us to wait for
+
+
+def test_collect_logs_the_rounds(reference):
+    lines = [e for e in collection.read_log(reference.root) if e.get("status") == "ok"]
+    assert lines and all(e["rounds"] >= 1 and e["unsettled"] >= 0 and "hparams" in e for e in lines)
+
+
 def test_record_names_match_hlo_kernels():
     program = next(generate_programs(1, 0, FAMILIES))
     records, entry = kernel_collection.measure_program(program, "default", repeats=REPEATS)

@@ -3,7 +3,8 @@
 `collect` measures the programs of ``generate_programs(n_programs, seed)`` (those with ``index %
 n == i`` for ``shard=(i, n)``) under each applicable configuration, through the resumable
 `tpucost.data.collection`: `measure_program` compiles, labels every kernel with
-`tpucost.measure.measure_kernels`, cuts and featurizes, and writes the records of the pair as
+`tpucost.measure.measure_kernels` (again, in rounds, while a kernel's label has not settled:
+`settle_labels`), cuts and featurizes, and writes the records of the pair as
 ``parts/<program>__<config>.npz`` before its log line. `finalize` deduplicates the parts into the
 data set (`tpucost.data.kernel`); `merge` joins the folders of several shards (of one device).
 `measured_runs` and `dispatch_ns_per_kernel` read the log's measured pairs (wall times, summed
@@ -16,7 +17,7 @@ import dataclasses
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ from tpucost.programs import Program, configurations_for, program_from_id, progr
 
 __all__ = [
     "PARTS",
+    "SETTLE_TOLERANCE",
+    "settle_labels",
     "measure_program",
     "collect",
     "load_parts",
@@ -58,17 +61,56 @@ __all__ = [
 PARTS = "parts"
 
 
+#: A kernel's label has settled when a new round of traced runs comes within this fraction of it.
+SETTLE_TOLERANCE = 0.03
+#: Kernels shorter than this (ns) are not waited for (their spread is the timer's, not the device's).
+SETTLE_MIN_NS = 5_000.0
+
+
+def settle_labels(
+    measure_round: Callable[[], dict[str, float]],
+    tolerance: float = SETTLE_TOLERANCE,
+    max_rounds: int = 4,
+    min_ns: float = SETTLE_MIN_NS,
+) -> tuple[dict[str, float], int, list[str]]:
+    """Labels (kernel -> ns, the minimum over rounds), the rounds run, and the kernels still unsettled.
+
+    ``measure_round()`` measures every kernel once more (a round of traced runs, labels being
+    minima). Rounds repeat, at least two and at most ``max_rounds``, while a kernel of at least
+    ``min_ns`` has not settled: its new round's label is more than ``tolerance`` away from its
+    lowest so far. Only the programs with such a kernel are measured again.
+    """
+    labels = dict(measure_round())
+    unsettled = [k for k, v in labels.items() if v >= min_ns]
+    rounds = 1
+    while unsettled and rounds < max_rounds:
+        again = measure_round()
+        rounds += 1
+        unsettled = [k for k in unsettled if abs(again.get(k, labels[k]) - labels[k]) > tolerance * labels[k]]
+        labels = {k: min(v, again.get(k, v)) for k, v in labels.items()}
+    return labels, rounds, unsettled
+
+
 def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[KernelDataset, dict[str, Any]]:
     """Records of one (program, configuration) and the results of its log line (phase timings in s).
 
     The program is compiled first (``compile_s``); ``measure_kernels`` then reuses JAX's
-    in-memory compilation cache, so ``measure_s`` is mostly running and tracing.
+    in-memory compilation cache, so ``measure_s`` is mostly running and tracing, in the rounds
+    of `settle_labels` (``rounds`` and the ``unsettled`` kernels go in the log line).
     """
     fn, options = program.configured(config)
     t0 = time.perf_counter()
     compile_fn(fn, program.args, options)
     t1 = time.perf_counter()
-    m: Measurement = measure_kernels(fn, *program.args, repeats=repeats, compiler_options=options)
+    measured: list[Measurement] = []
+
+    def measure_round() -> dict[str, float]:
+        m = measure_kernels(fn, *program.args, repeats=repeats, compiler_options=options)
+        measured.append(m)
+        return m.runtime_ns
+
+    runtime_ns, rounds, unsettled = settle_labels(measure_round)
+    m = dataclasses.replace(measured[0], runtime_ns=runtime_ns)
     t2 = time.perf_counter()
     graphs, labels, calls = [], [], []
     for k in kernels.decompose(m.module or hlo.parse_module(m.hlo_text)):
@@ -99,6 +141,8 @@ def measure_program(program: Program, config: str, repeats: int = 5) -> tuple[Ke
         "wall_ns": min(m.wall_ns_per_run),
         "kernel_ns_per_run": kernel_ns,
         "repeats": repeats,
+        "rounds": rounds,
+        "unsettled": len(unsettled),
         "compile_s": t1 - t0,
         "measure_s": t2 - t1,
         "featurize_s": t3 - t2,
