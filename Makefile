@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 $(COLAB_STAMP): pyproject.toml constraints-colab.txt
 	test -x $(COLAB_PY) || $(COLAB_PYTHON) -m venv $(COLAB_VENV)
-	$(COLAB_PY) -m pip install -q -c constraints-colab.txt -e '.[dev,corpus]'
+	$(COLAB_PY) -m pip install -q -c constraints-colab.txt -e '.[dev]' keras  # the corpus extra's Keras: its diffrax needs a newer jax than Colab's
 	touch $(COLAB_STAMP)
 
 install: $(STAMP)

@@ -21,7 +21,9 @@ def test_without_keras_the_error_names_the_extra(monkeypatch):
 
 
 def test_every_architecture_is_a_family_with_its_minimum_sizes():
-    assert WRITTEN_BY_OTHERS == tuple(a.name for a in keras_apps.ARCHITECTURES)
+    assert WRITTEN_BY_OTHERS[: len(keras_apps.ARCHITECTURES)] == tuple(
+        a.name for a in keras_apps.ARCHITECTURES
+    )
     minimum = {"Xception": 71, "InceptionV3": 75, "InceptionResNetV2": 75}  # keras.applications' checks
     for arch in keras_apps.ARCHITECTURES:
         for constructor, _ in arch.variants.values():

@@ -1,13 +1,15 @@
 """The families of the corpus: generators of random programs of one architecture (13 written
 here), `tpucost.programs.random_ops` (random chains of every kind of operation) and the
-``keras.applications`` architectures (`tpucost.programs.keras_apps`, written by the Keras team).
+``keras.applications`` architectures (`tpucost.programs.keras_apps`, written by the Keras team) and
+diffrax's ODE and SDE solvers over Equinox MLPs (`tpucost.programs.diffrax_models`).
 
 Each family is a function ``rng -> Model`` (`tpucost.programs.blocks.Model`) that draws its
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator`` and
 returns parameters, a batch and the model; `tpucost.programs.corpus` turns a model into the three
 forms (forward, grad, train step). :data:`FAMILIES` names them in a fixed order:
 :data:`WRITTEN_HERE` (the 13 :data:`ARCHITECTURES`, then ``random_ops``), then
-:data:`WRITTEN_BY_OTHERS` (the ``keras_*`` families, which need the ``tpucost[corpus]`` extra).
+:data:`WRITTEN_BY_OTHERS` (the ``keras_*`` and ``diffrax_*`` families, which need the
+``tpucost[corpus]`` extra).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from jax import lax
 
 from tpucost.programs import blocks
 from tpucost.programs.blocks import Batch, Model, Params, Variant
+from tpucost.programs.diffrax_models import DIFFRAX_FAMILIES
 from tpucost.programs.keras_apps import KERAS_FAMILIES
 from tpucost.programs.random_ops import random_ops
 
@@ -556,8 +559,9 @@ WRITTEN_HERE: tuple[str, ...] = tuple(FAMILY_GENERATORS)
 #: The architecture families written here: every family written here but ``random_ops``.
 ARCHITECTURES: tuple[str, ...] = tuple(f for f in WRITTEN_HERE if f != "random_ops")
 FAMILY_GENERATORS.update(KERAS_FAMILIES)
-#: The families of model code written by others (``keras.applications``; the ``corpus`` extra).
-WRITTEN_BY_OTHERS: tuple[str, ...] = tuple(KERAS_FAMILIES)
+FAMILY_GENERATORS.update(DIFFRAX_FAMILIES)
+#: The families of model code written by others (``keras.applications``, diffrax; the ``corpus`` extra).
+WRITTEN_BY_OTHERS: tuple[str, ...] = (*KERAS_FAMILIES, *DIFFRAX_FAMILIES)
 FAMILIES: tuple[str, ...] = tuple(FAMILY_GENERATORS)
 
 #: Groups of related families, for leave-one-group-out evaluation: a held-out group shares no
