@@ -18,6 +18,7 @@ def test_without_diffrax_the_error_names_the_extra(monkeypatch):
     assert set(diffrax_models.DIFFRAX_FAMILIES) <= set(WRITTEN_BY_OTHERS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", list(diffrax_models.DIFFRAX_FAMILIES))
 def test_a_solve_is_a_corpus_program_with_finite_gradients(family):
     pytest.importorskip("diffrax")
