@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import rand_graph
 
-from tpucost import cli, costmodel, hlo, kernels, models, programs, results, train
+from tpucost import cli, costmodel, features, hlo, kernels, models, programs, results, train
 from tpucost.data import collection, kernel_collection
 from tpucost.data import kernel as kernel_data
 from tpucost.data.splits import Split
@@ -94,6 +94,19 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
     assert (r["unseen"]["n_kernels"], r["unseen"]["n_programs"]) == (3, 2)  # b, c, e
     assert r["unseen"]["mape_lt5us"] == pytest.approx((10.0 + 25.0) / 2)
     assert r["n_programs_by_family"] == {"gru": 1, "unet": 1}
+
+
+def test_opcode_errors_average_the_kernels_holding_each_opcode(tiny):
+    split = kernel_data.split(tiny, "random")
+    kernels = split.test  # min_ns=0: every unseen test kernel, in the order opcode_errors predicts them
+    factor = 1 + np.arange(len(kernels)) / 10  # a fake model: the k-th is predicted (1 + k/10) x its label
+    rows = kernel_task.opcode_errors(tiny, split, lambda graphs: tiny.runtime_ns[kernels] * factor, min_ns=0)
+    assert rows and [r["mape"] for r in rows] == sorted((r["mape"] for r in rows), reverse=True)
+    for row in rows:
+        op = features.OPCODE_VOCAB.index(row["opcode"])
+        holding = [k for k, i in enumerate(kernels) if op in tiny.graph(int(i)).opcodes]
+        assert row["kernels"] == len(holding) and row["opcode"] != "parameter"
+        assert row["mape"] == pytest.approx(np.mean(100 * (factor[holding] - 1)))
 
 
 def test_cost_model_predicts_positive_runtimes(tiny, trained):

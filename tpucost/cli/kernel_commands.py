@@ -396,6 +396,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 summary[method]["program_totals"] = kernel.program_totals(
                     model, dataset.root, parts.test_ids, limit=args.totals, progress=not args.json
                 )
+        if args.by_opcode:
+            parts = kernel_data.split(dataset, args.split)
+            for method in summary:
+                predict = kernel.load_method(model_dir, method, dataset.features).predict
+                summary[method]["unseen_by_opcode"] = kernel.opcode_errors(dataset, parts, predict)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -414,6 +419,17 @@ def _print_table2(summary: dict) -> None:
     by_family = next(iter(summary.values()), {}).get("n_programs_by_family", {})
     print("\ntest programs per family: " + ", ".join(f"{f} {n}" for f, n in by_family.items()))
     for method, r in summary.items():
+        if r.get("unseen_by_opcode"):
+            print(
+                f"\n{method}: unseen test kernels >= 5 us by opcode, worst MAPE first (opcode kernels MAPE median):"
+            )
+            print(
+                "  "
+                + "; ".join(
+                    f"{o['opcode']} {o['kernels']} {o['mape']:.0f}% {o['median_ape']:.0f}%"
+                    for o in r["unseen_by_opcode"]
+                )
+            )
         t = r.get("program_totals")
         if t and t.get("pairs"):
             print(
@@ -559,6 +575,11 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         default=0,
         metavar="N",
         help="also predict N test programs (>= 1 ms) whole, compiled, against their measured wall time",
+    )
+    p.add_argument(
+        "--by-opcode",
+        action="store_true",
+        help="also each method's MAPE per HLO opcode on the unseen test kernels >= 5 us (where it is weak)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)

@@ -104,6 +104,7 @@ __all__ = [
     "split_leave_out",
     "program_rows",
     "stats",
+    "kernel_opcodes",
     "opcode_coverage",
 ]
 
@@ -586,21 +587,26 @@ def _value_counts(values: np.ndarray) -> dict[str, int]:
     return {str(n): int(c) for n, c in zip(names, counts, strict=True)}
 
 
-def opcode_coverage(ds: KernelDataset, kernels: np.ndarray | None = None) -> dict[str, int]:
-    """Per HLO opcode, how many kernels contain it at least once (``kernels``: indices to count,
-    e.g. a split's ``train`` part; default all), most common first. For data sets of tpucost's
-    own feature layout (opcode ids of `tpucost.features.OPCODE_VOCAB`)."""
+def kernel_opcodes(ds: KernelDataset, kernels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel int64[N], opcode id int64[N]): each (kernel, opcode it contains) once, for ``kernels``
+    (indices; default all). Opcode ids index `tpucost.features.OPCODE_VOCAB`; for data sets of
+    tpucost's own feature layout only (ValueError otherwise)."""
     if ds.features.layout != TPUCOST_FEATURES.layout:
-        raise ValueError(
-            f"opcode coverage needs tpucost's feature layout; this data set has {ds.features.layout!r}"
-        )
+        raise ValueError(f"opcodes need tpucost's feature layout; this data set has {ds.features.layout!r}")
     table = ds.table
     graph_of_node = np.repeat(np.arange(len(table)), table.n_nodes)
     counted = np.zeros(len(table), bool)
     counted[np.arange(len(table)) if kernels is None else np.asarray(kernels, np.int64)] = True
     keep = counted[graph_of_node]
     pairs = np.unique(np.stack([graph_of_node[keep], table.opcodes[keep].astype(np.int64)]), axis=1)
-    ids, counts = np.unique(pairs[1], return_counts=True)
+    return pairs[0], pairs[1]
+
+
+def opcode_coverage(ds: KernelDataset, kernels: np.ndarray | None = None) -> dict[str, int]:
+    """Per HLO opcode, how many kernels contain it at least once (``kernels``: indices to count,
+    e.g. a split's ``train`` part; default all), most common first (see `kernel_opcodes`)."""
+    _, opcodes = kernel_opcodes(ds, kernels)
+    ids, counts = np.unique(opcodes, return_counts=True)
     order = np.lexsort((ids, -counts))
     return {OPCODE_VOCAB[int(ids[i])]: int(counts[i]) for i in order}
 

@@ -65,6 +65,7 @@ __all__ = [
     "run_experiment",
     "evaluate_split",
     "evaluate_methods",
+    "opcode_errors",
     "program_totals",
     "HPARAM_TRIALS",
     "hparam_search",
@@ -522,6 +523,37 @@ def evaluate_split(
     families, counts = np.unique(rows.family[first], return_counts=True)
     result["n_programs_by_family"] = {str(f): int(c) for f, c in zip(families, counts, strict=True)}
     return result
+
+
+def opcode_errors(
+    ds: KernelDataset,
+    split: Split,
+    predict: Callable[[list[KernelGraph]], np.ndarray],
+    min_ns: float = 5_000.0,
+) -> list[dict[str, Any]]:
+    """Where the model is weak, by opcode: over the split's unseen test kernels of >= ``min_ns``,
+    per HLO opcode (parameters aside) the kernels containing it, their MAPE and median APE (%),
+    worst MAPE first. A kernel counts once for every opcode it holds."""
+    kernels = split.test[ds.runtime_ns[split.test] >= min_ns]
+    if not len(kernels):
+        return []
+    ape = 100 * np.abs(np.asarray(predict(_graphs(ds, kernels)), np.float64) / ds.runtime_ns[kernels] - 1)
+    kernel, opcode = kernel_data.kernel_opcodes(ds, kernels)
+    ape_of = ape[np.searchsorted(kernels, kernel)]
+    rows = []
+    for op in np.unique(opcode):
+        name = features.OPCODE_VOCAB[int(op)]
+        if name != "parameter":
+            a = ape_of[opcode == op]
+            rows.append(
+                {
+                    "opcode": name,
+                    "kernels": len(a),
+                    "mape": float(a.mean()),
+                    "median_ape": float(np.median(a)),
+                }
+            )
+    return sorted(rows, key=lambda r: -r["mape"])
 
 
 def evaluate_methods(
