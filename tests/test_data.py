@@ -266,6 +266,14 @@ def test_stats(dataset, tmp_path):
     assert s["runtime_ns_quantiles"]["0.0"] == 10.0
     assert (s["noise_median_rel"], s["noise_p90_rel"]) == (0.02, 0.1)
     assert kernel_data.stats(dataset)["noise_median_rel"] is None
+    assert s["families"] == len(FAMILIES) and s["families_written_by_others"] == 0
+    keras = _records("keras_vgg-forward-0-99", "keras_vgg", "default", [dataset.graph(0)], [5.0])
+    assert (
+        kernel_data.stats(kernel_data.dedup(kernel_data.concat([dataset, keras])))[
+            "families_written_by_others"
+        ]
+        == 1
+    )
 
 
 def test_bundled_data_is_package_data_and_tpucost_data_dir_overrides(monkeypatch, tmp_path):

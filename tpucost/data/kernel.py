@@ -78,6 +78,7 @@ from tpucost.data.graph_table import Column, GraphTable, Group, TableSchema, str
 from tpucost.data.splits import SPLITS, Split, family_parts, random_parts
 from tpucost.features import OPCODE_VOCAB, TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.files import bundled_dir, missing_bundled_hint, read_json_object, read_npz, write_json_atomic
+from tpucost.programs.families import WRITTEN_BY_OTHERS
 
 __all__ = [
     "FORMAT_VERSION",
@@ -614,7 +615,8 @@ def opcode_coverage(ds: KernelDataset, kernels: np.ndarray | None = None) -> dic
 def stats(ds: KernelDataset) -> dict[str, Any]:
     """Summary: kernel and program counts, kernels per family/configuration, runtime quantiles, noise.
 
-    "families" and "configurations" count distinct names over all sources; "kernels_per_family"
+    "families" and "configurations" count distinct names over all sources
+    ("families_written_by_others": those of `tpucost.programs.WRITTEN_BY_OTHERS`); "kernels_per_family"
     and "kernels_per_configuration" map a name to its number of kernel records (first
     occurrence); "programs" counts distinct programs over all sources. Noise comes from
     ``noise.json`` next to the data (`measure_noise`), else None. ``device`` is the fingerprint
@@ -629,6 +631,7 @@ def stats(ds: KernelDataset) -> dict[str, Any]:
         "occurrences": int(ds.count.sum()),
         "programs": int(len(np.unique(ds.source_program_id))),
         "families": int(len(np.unique(ds.source_family))),
+        "families_written_by_others": int(np.isin(np.unique(ds.source_family), WRITTEN_BY_OTHERS).sum()),
         "configurations": int(len(np.unique(ds.source_configuration))),
         "kernels_per_family": _value_counts(ds.family),
         "kernels_per_configuration": _value_counts(ds.configuration),
