@@ -46,7 +46,7 @@ def generate_part(part: int = 0, parts: int = 1) -> list[dict[str, Any]]:
     from tpucost import programs as P
 
     backend = jax.default_backend()
-    families, n_round = P.FAMILIES, len(P.FAMILIES) * len(P.FORMS)
+    families, n_round = P.WRITTEN_HERE, len(P.WRITTEN_HERE) * len(P.FORMS)
     option_configs = [c.name for c in P.CONFIGURATIONS.values() if c.compiler_options]
     records: list[dict[str, Any]] = []
     for n in range(part, N_ROUNDS * n_round, parts):
