@@ -1,4 +1,4 @@
-"""tpucost.programs.diffrax_models: diffrax ODE/SDE solves over Equinox MLPs become corpus programs."""
+"""tpucost.programs.diffrax_models: diffrax ODE solves over Equinox MLPs become corpus programs."""
 
 from __future__ import annotations
 

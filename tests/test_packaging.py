@@ -311,11 +311,11 @@ def test_modules_stay_small_and_import_at_the_top():
     """No module over 800 lines but the parser; imports at the top of a module (the exceptions: the
     package's lazy `tpucost.CostModel`, `compat`'s guarded import of a private jax module, and
     `keras_apps`' import of the optional Keras, after it has chosen Keras' JAX backend, and
-    `diffrax_models`' of the optional diffrax, Equinox and lineax)."""
+    `diffrax_models`' of the optional diffrax and Equinox)."""
     import ast
 
     allowed = {("__init__.py", "tpucost.costmodel"), ("compat.py", "jax._src"), ("keras_apps.py", "keras")}
-    allowed |= {("diffrax_models.py", name) for name in ("diffrax", "equinox", "lineax")}
+    allowed |= {("diffrax_models.py", name) for name in ("diffrax", "equinox")}
     for path in _library_files():
         text = path.read_text()
         if path.name != "hlo.py":

@@ -1,18 +1,17 @@
-"""Families written by others, beyond Keras: differential-equation solves with diffrax and Equinox.
+"""A family written by others, beyond Keras: neural ODE solves with diffrax and Equinox.
 
 diffrax (Patrick Kidger's JAX library of ODE/SDE solvers) integrates a neural vector field, an
 Equinox ``eqx.nn.MLP``; both the solver loops and the layers are maintained code written outside
 this project, in a style unlike the corpus's own families: ``while`` loops with adaptive step
-control, Runge-Kutta tableaus, Brownian-motion sampling. Two families:
+control, Runge-Kutta tableaus. One family:
 
 ``diffrax_ode``
     a neural ODE: ``dy/dt = mlp(y)`` from t=0 to 1, with a random explicit solver (Euler, Heun,
     Midpoint, Ralston, Bosh3, Tsit5, Dopri5), constant steps or (for the adaptive ones) a PID
     step-size controller, saving the final state or several times.
-``diffrax_sde``
-    a neural SDE: drift ``mlp(y)`` plus diagonal diffusion ``sigma * tanh(mlp2(y))`` against a
-    virtual Brownian tree, each batch element with its own key, solved with Euler, Euler-Heun or
-    Heun at constant steps.
+(A neural SDE family, ``diffrax_sde`` against a ``VirtualBrownianTree``, was tried and dropped:
+its Brownian tree nests a search loop in every step, and measuring one 4 ms program took 114 s of
+traced runs, where the ODEs take 1-2 s; an ``UnsafeBrownianPath`` cannot be differentiated.)
 
 The batch of initial states is ``jax.vmap``-ed; the loss is the mean squared error to a target
 (`tpucost.programs.corpus.loss_from_output`). f32 only (diffrax's step-size control assumes it).
@@ -37,21 +36,19 @@ __all__ = ["DIFFRAX_FAMILIES", "import_diffrax"]
 _ACTIVATIONS = {"tanh": jnp.tanh, "softplus": jax.nn.softplus, "silu": jax.nn.silu}
 _ODE_SOLVERS = ("Euler", "Heun", "Midpoint", "Ralston", "Bosh3", "Tsit5", "Dopri5")
 _ADAPTIVE = ("Heun", "Bosh3", "Tsit5", "Dopri5")  # solvers with an error estimate
-_SDE_SOLVERS = ("Euler", "EulerHeun", "Heun")
 
 
-def import_diffrax() -> tuple[Any, Any, Any]:
-    """``(diffrax, equinox, lineax)``, or an ImportError naming the extra that installs them."""
+def import_diffrax() -> tuple[Any, Any]:
+    """``(diffrax, equinox)``, or an ImportError naming the extra that installs them."""
     try:
         import diffrax
         import equinox
-        import lineax
     except ImportError as e:
         raise ImportError(
             "the diffrax_* corpus families need diffrax and Equinox: pip install 'tpucost[corpus]' "
             "(a collection-only extra)"
         ) from e
-    return diffrax, equinox, lineax
+    return diffrax, equinox
 
 
 def _mlp(eqx: Any, rng: np.random.Generator, dim: int, hp: dict[str, Any]) -> tuple[Params, Any]:
@@ -73,7 +70,7 @@ def _hparams(rng: np.random.Generator) -> dict[str, Any]:
 
 def diffrax_ode(rng: np.random.Generator) -> Model:
     """A neural ODE solved by diffrax (random solver, step control and save times)."""
-    diffrax, eqx, _ = import_diffrax()
+    diffrax, eqx = import_diffrax()
     hp = _hparams(rng)
     hp["solver"] = blocks.pick(rng, _ODE_SOLVERS)
     hp["adaptive"] = hp["solver"] in _ADAPTIVE and blocks.pick(rng, [True, False])
@@ -115,47 +112,5 @@ def diffrax_ode(rng: np.random.Generator) -> Model:
     return Model(hp, params, batch, apply)
 
 
-def diffrax_sde(rng: np.random.Generator) -> Model:
-    """A neural SDE solved by diffrax against a virtual Brownian tree (one key per batch element)."""
-    diffrax, eqx, lineax = import_diffrax()
-    hp = _hparams(rng)
-    hp["solver"] = blocks.pick(rng, _SDE_SOLVERS)
-    hp["steps"] = blocks.pick(rng, [8, 16, 32])
-    hp["sigma"] = blocks.pick(rng, [0.1, 0.5])
-    drift, drift_static = _mlp(eqx, rng, hp["dim"], hp)
-    diffusion, diffusion_static = _mlp(eqx, rng, hp["dim"], hp)
-    params: Params = {"drift": drift, "diffusion": diffusion}
-    batch = {
-        "x": blocks.normal(rng, (hp["batch"], hp["dim"]), "float32"),
-        "target": blocks.normal(rng, (hp["batch"], hp["dim"]), "float32"),
-        "keys": jax.device_put(rng.integers(0, 2**32, (hp["batch"], 2), dtype=np.uint32)),
-    }
-    solver = getattr(diffrax, hp["solver"])()
-
-    def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
-        f = eqx.combine(p["drift"], drift_static)
-        g = eqx.combine(p["diffusion"], diffusion_static)
-
-        def one(y0: jax.Array, key_data: jax.Array) -> jax.Array:
-            brownian = diffrax.VirtualBrownianTree(
-                0.0, 1.0, tol=1e-3, shape=(hp["dim"],), key=jax.random.wrap_key_data(key_data)
-            )
-            terms = diffrax.MultiTerm(
-                diffrax.ODETerm(lambda t, y, args: f(y)),
-                diffrax.ControlTerm(
-                    lambda t, y, args: lineax.DiagonalLinearOperator(hp["sigma"] * jnp.tanh(g(y))), brownian
-                ),
-            )
-            return diffrax.diffeqsolve(
-                terms, solver, 0.0, 1.0, 1.0 / hp["steps"], y0, max_steps=hp["steps"] + 1
-            ).ys[-1]
-
-        return jax.vmap(one)(b["x"], b["keys"])
-
-    return Model(hp, params, batch, apply)
-
-
 #: The diffrax families, by name.
-DIFFRAX_FAMILIES: dict[str, Callable[[np.random.Generator], Model]] = {
-    f.__name__: f for f in (diffrax_ode, diffrax_sde)
-}
+DIFFRAX_FAMILIES: dict[str, Callable[[np.random.Generator], Model]] = {f.__name__: f for f in (diffrax_ode,)}

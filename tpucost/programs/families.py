@@ -1,14 +1,14 @@
 """The families of the corpus: generators of random programs of one architecture (13 written
 here), `tpucost.programs.random_ops` (random chains of every kind of operation) and the
 ``keras.applications`` architectures (`tpucost.programs.keras_apps`, written by the Keras team) and
-diffrax's ODE and SDE solvers over Equinox MLPs (`tpucost.programs.diffrax_models`).
+diffrax's ODE solvers over Equinox MLPs (`tpucost.programs.diffrax_models`).
 
 Each family is a function ``rng -> Model`` (`tpucost.programs.blocks.Model`) that draws its
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator`` and
 returns parameters, a batch and the model; `tpucost.programs.corpus` turns a model into the three
 forms (forward, grad, train step). :data:`FAMILIES` names them in a fixed order:
 :data:`WRITTEN_HERE` (the 13 :data:`ARCHITECTURES`, then ``random_ops``), then
-:data:`WRITTEN_BY_OTHERS` (the ``keras_*`` and ``diffrax_*`` families, which need the
+:data:`WRITTEN_BY_OTHERS` (the ``keras_*`` families and ``diffrax_ode``, which need the
 ``tpucost[corpus]`` extra).
 """
 
