@@ -301,14 +301,19 @@ def test_async_rule_on_a_synthetic_run():
     consumer = E("fusion", "r", 500_000.0, 540_000.0, marker_ns=540_000.0)
     sync = E("copy", "r", 600_000.0, 700_000.0, marker_ns=699_900.0)
     labels = measure._run_labels(
-        [launch, consumer, sync], {"conv": frozenset({"fusion"})}, frozenset(), 700_000.0, True
+        [launch, consumer, sync], {"conv": frozenset({"fusion"})}, {}, 700_000.0, True
     )
     assert labels[0] == (500_000.0, measure.ASYNC)
     assert labels[1] == (40_000.0, measure.SYNC)
     assert labels[2] == (100_000.0, measure.SYNC)
     # Without async completion (GPU, TPU), events are taken as they are.
-    plain = measure._run_labels([launch, consumer], {}, frozenset(), 540_000.0, False)
+    plain = measure._run_labels([launch, consumer], {}, {}, 540_000.0, False)
     assert [t for t, _ in plain] == [10_000.0, 40_000.0]
+    # A loop (container) returns early: each call lasts until the last body event before its next call.
+    loop = [E("while", "r", t0, t0 + 5_000.0, marker_ns=None) for t0 in (0.0, 40_000.0)]
+    body = [E("body", "r", a, b, marker_ns=b) for a, b in ((6e3, 20e3), (21e3, 30e3), (41e3, 52e3))]
+    labels = measure._run_labels([*loop, *body], {}, {"while": frozenset({"body"})}, 60_000.0, True)
+    assert labels[:2] == [(30_000.0, measure.ASYNC), (12_000.0, measure.ASYNC)]
 
 
 def test_timeline_of_the_shortest_run():
