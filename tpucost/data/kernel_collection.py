@@ -1,6 +1,6 @@
 """Collecting the kernel data set: corpus programs measured, resumable, merged, checked for noise.
 
-`collect` measures the programs of ``generate_programs(n_programs, seed)`` (those with ``index %
+`collect` measures the programs of ``program_ids(n_programs, seed, families)`` (those with ``index %
 n == i`` for ``shard=(i, n)``) under each applicable configuration, through the resumable
 `tpucost.data.collection`: `measure_program` compiles, labels every kernel with
 `tpucost.measure.measure_kernels` (again, in rounds, while a kernel's label has not settled:

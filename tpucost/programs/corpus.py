@@ -2,8 +2,9 @@
 
 The paper measured kernels from 104 production programs, each compiled under many *fusion
 configurations* (different ways of cutting the same program into kernels). This package is the
-tutorial-sized stand-in: 13 *families* of programs (`tpucost.programs.families`, written with
-`tpucost.programs.blocks`), each a generator that draws random
+tutorial-sized stand-in: *families* of programs (`tpucost.programs.families`: 13 architectures
+and ``random_ops`` written with `tpucost.programs.blocks`, and 15 of model code written by
+others, ``WRITTEN_BY_OTHERS``), each a generator that draws random
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator``,
 in three *forms*:
 
@@ -36,6 +37,8 @@ Families (``FAMILIES``)
     ``norm_softmax``           layernorm / rmsnorm / softmax / log-softmax chains (memory-bound kernels).
     ``random_ops``             random chains of sorts, FFTs, scatters, cumulative, bit, window,
                                linear-algebra and other ops (`tpucost.programs.random_ops`).
+    ``keras_*``                14 ``keras.applications`` image classifiers (`tpucost.programs.keras_apps`).
+    ``diffrax_ode``            neural ODEs solved by diffrax (`tpucost.programs.diffrax_models`).
 
 Configurations (``CONFIGURATIONS``)
     A :class:`CompileConfig` holds XLA compile options and program-level choices (``Variant``).
