@@ -474,9 +474,12 @@ def _completion_bound(
     container_events: list[_Event],
     run_end: float,
 ) -> float:
-    """Latest time ``ev``'s work can have finished: the first start of a kernel that reads its
-    result (a binary search in ``starts_by_name``, each kernel's sorted starts in this run), else
-    the end of the enclosing container kernel or of the run."""
+    """Latest time ``ev``'s work can have finished: the first start of a kernel that
+    reads its result, else the end of the enclosing container kernel or of the run.
+
+    ``starts_by_name`` holds each kernel's event starts in this run, sorted, so the
+    next start of a consumer is a binary search (loops make runs of many events).
+    """
     starts = []
     for name in consumers:
         name_starts = starts_by_name.get(name, [])
@@ -527,14 +530,15 @@ def _event_label(ev: _Event, bound: float, gaps: list[tuple[float, float]]) -> t
     return duration, UNKNOWN
 
 
-def _container_label(ev: _Event, own_starts: list[float], body: tuple[list, list]) -> tuple[float, str]:
+def _container_label(ev: _Event, run_events: list[_Event], body: frozenset[str]) -> tuple[float, str]:
     """Label and kind of a container kernel's call: from its start to the end of the last kernel
     its bodies ran before the container's next call (an asynchronous loop returns after its first
-    iteration was launched, as jaxlib 0.7 does on several cores, and runs on in the thread pool).
-    ``own_starts`` (its calls) and ``body`` (its bodies' event starts and ends) are sorted by start."""
-    i = bisect.bisect_right(own_starts, ev.start_ns)
-    until, (starts, ends) = (own_starts[i] if i < len(own_starts) else float("inf")), body
-    end = max([ev.end_ns, *ends[bisect.bisect_left(starts, ev.start_ns) : bisect.bisect_left(starts, until)]])
+    iteration was launched, as jaxlib 0.7 does on several cores, and runs on in the thread pool)."""
+    later = [e.start_ns for e in run_events if e.name == ev.name and e.start_ns > ev.start_ns]
+    until = min(later, default=float("inf"))
+    end = max(
+        [ev.end_ns, *(e.end_ns for e in run_events if e.name in body and ev.start_ns <= e.start_ns < until)]
+    )
     return end - ev.start_ns, ASYNC if end - ev.end_ns > _ASYNC_SLACK_NS else SYNC
 
 
@@ -556,14 +560,10 @@ def _run_labels(
     for name_starts in starts_by_name.values():
         name_starts.sort()
     container_events = [e for e in run_events if e.name in containers]
-    body_events = {
-        c: sorted((e.start_ns, e.end_ns) for e in run_events if e.name in b) for c, b in bodies.items()
-    }
-    body_times = {c: ([t[0] for t in b], [t[1] for t in b]) for c, b in body_events.items()}
     out = []
     for ev in run_events:
         if ev.name in containers:
-            out.append(_container_label(ev, starts_by_name[ev.name], body_times[ev.name]))
+            out.append(_container_label(ev, run_events, bodies[ev.name]))
             continue
         if ev.marker_ns is not None and ev.marker_ns - ev.end_ns <= _ASYNC_SLACK_NS:
             out.append((ev.end_ns - ev.start_ns, SYNC))  # end marker at the event's end
