@@ -78,6 +78,7 @@ from tpucost.data.graph_table import Column, GraphTable, Group, TableSchema, str
 from tpucost.data.splits import SPLITS, Split, family_parts, random_parts
 from tpucost.features import OPCODE_VOCAB, TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.files import bundled_dir, missing_bundled_hint, read_json_object, read_npz, write_json_atomic
+from tpucost.programs.corpus import parse_program_id
 from tpucost.programs.families import WRITTEN_BY_OTHERS
 
 __all__ = [
@@ -495,8 +496,8 @@ def program_twins(ds: KernelDataset, programs: np.ndarray) -> np.ndarray:
     if ds.root is not None:
         for e in collection.read_log(ds.root):
             if e.get("status") == "ok" and "hparams" in e:
-                family_form = str(e["program_id"]).rsplit("-", 2)[0]
-                key_of[str(e["program_id"])] = json.dumps([family_form, e["hparams"]], sort_keys=True)
+                family, form, _, _ = parse_program_id(str(e["program_id"]))
+                key_of[str(e["program_id"])] = json.dumps([family, form, e["hparams"]], sort_keys=True)
     first: dict[str, int] = {}
     return np.array(
         [first.setdefault(key_of.get(str(p), str(p)), i) for i, p in enumerate(programs)], np.int64

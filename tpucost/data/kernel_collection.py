@@ -41,7 +41,7 @@ from tpucost.data.kernel import (
 )
 from tpucost.files import write_json_atomic
 from tpucost.measure import Measurement, compile_fn, measure_kernels
-from tpucost.programs import Program, configurations_for, program_from_id, program_ids
+from tpucost.programs import Program, configurations_for, parse_program_id, program_from_id, program_ids
 
 __all__ = [
     "PARTS",
@@ -170,7 +170,7 @@ def _pairs(
     for index, program_id in enumerate(program_ids(n_programs, seed, families)):
         if index % n != i:
             continue
-        family, form = program_id.rsplit("-", 3)[:2]
+        family, form, _, _ = parse_program_id(program_id)
         for config in configurations_for(family, form):
             if configurations is None or config in configurations:
                 fields = {"program_id": program_id, "configuration": config}

@@ -122,6 +122,7 @@ __all__ = [
     "Program",
     "loss_from_output",
     "make_program",
+    "parse_program_id",
     "program_from_id",
     "program_ids",
     "generate_programs",
@@ -190,8 +191,8 @@ def make_program(family: str, form: str, seed: int, index: int) -> Program:
     return Program(f"{family}-{form}-{seed}-{index}", family, form, hparams, build(Variant()), args, build)
 
 
-def program_from_id(program_id: str) -> Program:
-    """Rebuild a corpus program from its id, ``<family>-<form>-<seed>-<index>`` (see `make_program`).
+def parse_program_id(program_id: str) -> tuple[str, str, int, int]:
+    """``(family, form, seed, index)`` of a corpus program id, ``<family>-<form>-<seed>-<index>``.
 
     Raises ValueError naming the id when it is not a corpus program id.
     """
@@ -206,7 +207,15 @@ def program_from_id(program_id: str) -> Program:
             f"{program_id!r} is not a corpus program id (<family>-<form>-<seed>-<index>, "
             f"family one of {FAMILIES}, form one of {FORMS})"
         )
-    return make_program(parts[0], parts[1], int(parts[2]), int(parts[3]))
+    return parts[0], parts[1], int(parts[2]), int(parts[3])
+
+
+def program_from_id(program_id: str) -> Program:
+    """Rebuild a corpus program from its id (see `parse_program_id` and `make_program`).
+
+    Raises ValueError naming the id when it is not a corpus program id.
+    """
+    return make_program(*parse_program_id(program_id))
 
 
 def program_ids(n: int, seed: int = 0, families: Sequence[str] | None = None) -> list[str]:
