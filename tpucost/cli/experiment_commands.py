@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from typing import Any
 
 from tpucost import results
 from tpucost.cli.common import fail, names
@@ -46,31 +48,29 @@ def _config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(epochs=args.epochs) if args.epochs else TrainConfig()
 
 
-def cmd_leave_group_out(args: argparse.Namespace) -> int:
+def _print_summary(run: Callable[..., dict], args: argparse.Namespace, **options: Any) -> int:
+    """Run an experiment of `tpucost.tasks.kernel_experiments` on ``--data`` into ``--out``; print its summary."""
     try:
-        summary = kernel_experiments.leave_group_out(
-            kernel_dataset(args.data), args.out, _config(args), args.methods, progress=not args.no_progress
+        summary = run(
+            kernel_dataset(args.data),
+            args.out,
+            config=_config(args),
+            methods=args.methods,
+            progress=not args.no_progress,
+            **options,
         )
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
     print(json.dumps(summary, indent=1))
     return 0
+
+
+def cmd_leave_group_out(args: argparse.Namespace) -> int:
+    return _print_summary(kernel_experiments.leave_group_out, args)
 
 
 def cmd_learning_curve(args: argparse.Namespace) -> int:
-    try:
-        summary = kernel_experiments.learning_curve(
-            kernel_dataset(args.data),
-            args.out,
-            args.fractions,
-            _config(args),
-            args.methods,
-            progress=not args.no_progress,
-        )
-    except (FileNotFoundError, ValueError) as err:
-        return fail(err)
-    print(json.dumps(summary, indent=1))
-    return 0
+    return _print_summary(kernel_experiments.learning_curve, args, fractions=args.fractions)
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
