@@ -5,6 +5,8 @@
 * `tpucost.programs.random_ops`: the ``random_ops`` family's blocks, one kind of operation each;
 * `tpucost.programs.keras_apps`: the ``keras_*`` families, ``keras.applications`` models (written
   by others; need ``pip install "tpucost[corpus]"``);
+* `tpucost.programs.diffrax_models`: ``diffrax_ode``, neural ODE solves (written by others; the same extra);
+* `tpucost.programs.jraph_models`: ``jraph_gnn``, graph networks of jraph's model zoo (written by others);
 * `tpucost.programs.corpus`: program ids, the three forms, configurations (`CONFIGURATIONS`),
   `generate_programs`, `compile_program`, kernel signatures.
 

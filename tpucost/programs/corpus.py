@@ -3,7 +3,7 @@
 The paper measured kernels from 104 production programs, each compiled under many *fusion
 configurations* (different ways of cutting the same program into kernels). This package is the
 tutorial-sized stand-in: *families* of programs (`tpucost.programs.families`: 13 architectures
-and ``random_ops`` written with `tpucost.programs.blocks`, and 15 of model code written by
+and ``random_ops`` written with `tpucost.programs.blocks`, and 16 of model code written by
 others, ``WRITTEN_BY_OTHERS``), each a generator that draws random
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator``,
 in three *forms*:
@@ -223,7 +223,7 @@ def program_ids(n: int, seed: int = 0, families: Sequence[str] | None = None) ->
 
     Program ``i`` is family ``families[i % F]`` in form ``FORMS[(i // F) % 3]``, so every prefix of
     ``3 * F`` programs (42 with the 14 families written here, the default) holds each family in
-    each form exactly once. The ``keras_*`` families (``WRITTEN_BY_OTHERS``) are asked for by name.
+    each form exactly once. The families written by others (``WRITTEN_BY_OTHERS``) are asked for by name.
     """
     families = tuple(WRITTEN_HERE if families is None else families)
     unknown = set(families) - set(FAMILIES)

@@ -1,7 +1,8 @@
 """The families of the corpus: generators of random programs of one architecture (13 written
 here), `tpucost.programs.random_ops` (random chains of every kind of operation) and the
-``keras.applications`` architectures (`tpucost.programs.keras_apps`, written by the Keras team) and
-diffrax's ODE solvers over Equinox MLPs (`tpucost.programs.diffrax_models`).
+``keras.applications`` architectures (`tpucost.programs.keras_apps`, written by the Keras team),
+diffrax's ODE solvers over Equinox MLPs (`tpucost.programs.diffrax_models`) and jraph's model zoo of
+graph networks (`tpucost.programs.jraph_models`).
 
 Each family is a function ``rng -> Model`` (`tpucost.programs.blocks.Model`) that draws its
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator`` and
@@ -9,7 +10,7 @@ returns parameters, a batch and the model; `tpucost.programs.corpus` turns a mod
 forms (forward, grad, train step). :data:`FAMILIES` names them in a fixed order:
 :data:`WRITTEN_HERE` (the 13 :data:`ARCHITECTURES`, then ``random_ops``), then
 :data:`WRITTEN_BY_OTHERS` (the ``keras_*`` families and ``diffrax_ode``, which need the
-``tpucost[corpus]`` extra).
+``tpucost[corpus]`` extra, and ``jraph_gnn``, which does not).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from jax import lax
 from tpucost.programs import blocks
 from tpucost.programs.blocks import Batch, Model, Params, Variant
 from tpucost.programs.diffrax_models import DIFFRAX_FAMILIES
+from tpucost.programs.jraph_models import JRAPH_FAMILIES
 from tpucost.programs.keras_apps import KERAS_FAMILIES
 from tpucost.programs.random_ops import random_ops
 
@@ -560,12 +562,14 @@ WRITTEN_HERE: tuple[str, ...] = tuple(FAMILY_GENERATORS)
 ARCHITECTURES: tuple[str, ...] = tuple(f for f in WRITTEN_HERE if f != "random_ops")
 FAMILY_GENERATORS.update(KERAS_FAMILIES)
 FAMILY_GENERATORS.update(DIFFRAX_FAMILIES)
-#: The families of model code written by others (``keras.applications``, diffrax; the ``corpus`` extra).
-WRITTEN_BY_OTHERS: tuple[str, ...] = (*KERAS_FAMILIES, *DIFFRAX_FAMILIES)
+FAMILY_GENERATORS.update(JRAPH_FAMILIES)
+#: The families of model code written by others (``keras.applications`` and diffrax, from the
+#: ``corpus`` extra; jraph's models, installed with the package).
+WRITTEN_BY_OTHERS: tuple[str, ...] = (*KERAS_FAMILIES, *DIFFRAX_FAMILIES, *JRAPH_FAMILIES)
 FAMILIES: tuple[str, ...] = tuple(FAMILY_GENERATORS)
 
 #: Groups of related families, for leave-one-group-out evaluation: a held-out group shares no
-#: architecture with training (``written_by_others``: every ``keras_*`` family together).
+#: architecture with training (``written_by_others``: every family of :data:`WRITTEN_BY_OTHERS`).
 FAMILY_GROUPS: dict[str, tuple[str, ...]] = {
     "dense": ("mlp", "nerf_mlp", "norm_softmax"),
     "convolutional": ("cnn", "resnet_block", "mobilenet_block", "unet"),
