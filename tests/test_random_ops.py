@@ -44,6 +44,15 @@ def test_bf16_programs_keep_their_dtype():
     assert out.dtype == jax.numpy.bfloat16 and np.isfinite(np.asarray(out, np.float32)).all()
 
 
+def test_a_convolution_after_a_promoting_block_runs():
+    # A bf16 attention block returns f32 (its scale is a NumPy float); the convolution after it
+    # raised "requires arguments to have the same dtypes" in 4 of the first ~350 collected programs.
+    model = random_ops.chain(np.random.default_rng(0), ["dot", "conv"], SMALL, "bfloat16")
+    assert model.hparams["blocks"][0]["op"] == "attention"
+    out = jax.jit(lambda p, b: model.apply(p, b, Variant()))(model.params, model.batch)
+    assert np.isfinite(np.asarray(out, np.float32)).all()
+
+
 def test_programs_are_rebuilt_from_their_ids_with_json_hyperparameters():
     program = corpus.make_program("random_ops", "forward", 0, 5)
     again = corpus.program_from_id(program.program_id)

@@ -246,8 +246,10 @@ def _conv_choices(rng: np.random.Generator, d: Dims) -> Choices:
 
 
 def _conv(h: jax.Array, c: Choices, p: Params, b: Batch, d: Dims) -> jax.Array:
+    # The input is cast only where an earlier block promoted it (a bf16 attention's f32 scale):
+    # the convolution needs equal dtypes, and where they match the program is unchanged.
     out = lax.conv_general_dilated(
-        _view4(h, d),
+        _view4(h, d).astype(p["w"].dtype),
         p["w"],
         (1, 1),
         "SAME",
