@@ -52,13 +52,39 @@ def _pairs(ds: kernel_data.KernelDataset) -> set[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> kernel_data.KernelDataset:
-    """An uninterrupted in-process run of the tiny corpus."""
+def reference_dir(tmp_path_factory) -> Path:
+    """The folder of an uninterrupted in-process run of the tiny corpus."""
     out = tmp_path_factory.mktemp("reference")
     kernel_collection.collect(
         out, N, 0, repeats=REPEATS, configurations=CONFIGS, families=FAMILIES, progress=False
     )
-    return kernel_data.load_kernel_dataset(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(reference_dir) -> kernel_data.KernelDataset:
+    """The data set of that run."""
+    return kernel_data.load_kernel_dataset(reference_dir)
+
+
+def test_progress_counts_what_merge_keeps(reference_dir, reference, capsys):
+    log = [e for e in collection.read_log(reference_dir) if e.get("status") == "ok"]
+    p = kernel_collection.collection_progress([reference_dir, reference_dir])
+    first, again = p["folders"]
+    assert first == again | {"folder": first["folder"]} and first["pairs"] == len(log)
+    assert first["programs"] == N and first["measuring_min"] == round(sum(e["wall_s"] for e in log) / 60, 1)
+    assert sum(int(k) * v for k, v in first["rounds"].items()) == sum(e["rounds"] for e in log)
+    # The second copy of the folder brings nothing new: every kernel is counted once, as merge does.
+    assert p["distinct_kernels"] == len(reference)
+    for by in ("by_configuration", "by_family"):
+        assert sum(row["new"] for row in p[by].values()) == len(reference)
+    assert set(p["by_family"]) == set(FAMILIES) and set(p["by_configuration"]) <= set(CONFIGS)
+    rates = [row["new_per_min"] for row in p["by_family"].values()]
+    assert rates == sorted(rates, reverse=True)
+    assert cli.main(["data", "progress", str(reference_dir)]) == 0
+    assert f"{len(reference)} distinct kernels" in capsys.readouterr().out
+    assert cli.main(["data", "progress", str(reference_dir / "nowhere")]) == 2
+    assert "no collection log" in capsys.readouterr().err
 
 
 def test_collect_records(reference):

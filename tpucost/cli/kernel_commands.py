@@ -107,6 +107,30 @@ def cmd_data_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_progress(args: argparse.Namespace) -> int:
+    missing = [f for f in args.folders if not (Path(f) / "log.jsonl").exists()]
+    if missing:
+        print(f"error: no collection log (log.jsonl) in {', '.join(missing)}", file=sys.stderr)
+        return 2
+    return emit(kernel_collection.collection_progress(args.folders), args.json, _print_progress)
+
+
+def _print_progress(r: dict) -> None:
+    for f in r["folders"]:
+        print(
+            f"{f['folder']}: {f['pairs']} pairs, {f['errors']} errors, {f['programs']} programs; measuring "
+            f"{f['measuring_min']:.0f} min, paused for load {f['paused_min']:.0f} min; settling rounds per pair "
+            f"{f['rounds']}; kernels >= 5 us unsettled after them: {f['unsettled_kernels']} of "
+            f"{f['kernel_records']} kernel records"
+        )
+    print(f"{r['distinct_kernels']} distinct kernels; the ones each brought first, per minute of measuring:")
+    for by in ("by_configuration", "by_family"):
+        for key, row in r[by].items():
+            print(
+                f"  {key:28s} {row['new']:7d} new  {row['measuring_s'] / 60:6.1f} min  {row['new_per_min']:6.0f}/min"
+            )
+
+
 def _print_stats(s: dict) -> None:
     print(f"{s['kernels']} kernels ({s['occurrences']} occurrences) from {s['programs']} programs")
     print("families:       " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_family"].items()))
@@ -235,6 +259,12 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
         help="merge folders measured on different devices (their labels are not comparable)",
     )
     p.set_defaults(func=cmd_data_merge)
+    p = d.add_parser(
+        "progress", help="what collect folders hold so far, and where new kernels still come from"
+    )
+    p.add_argument("folders", nargs="+", metavar="COLLECT_DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_data_progress)
     p = d.add_parser("coverage", help="per HLO opcode, the training kernels that contain it")
     p.add_argument("dir", nargs="?", default=None, help="data folder (default: the bundled kernels_cpu)")
     p.add_argument(

@@ -8,7 +8,9 @@ n == i`` for ``shard=(i, n)``) under each applicable configuration, through the 
 ``parts/<program>__<config>.npz`` before its log line. `finalize` deduplicates the parts into the
 data set (`tpucost.data.kernel`); `merge` joins the folders of several shards (of one device).
 `measured_runs` and `dispatch_ns_per_kernel` read the log's measured pairs (wall times, summed
-labels); `measure_noise` re-measures a sample of kernels: the label noise floor.
+labels); `measure_noise` re-measures a sample of kernels: the label noise floor;
+`collection_progress` says what a run (or several) measured so far and which configurations and
+families still bring new kernels per minute of measuring.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ __all__ = [
     "measured_runs",
     "dispatch_ns_per_kernel",
     "measure_noise",
+    "collection_progress",
 ]
 
 #: The folder of a collection's parts (one npz per measured program and configuration).
@@ -313,6 +316,83 @@ def dispatch_ns_per_kernel(entries: Iterable[Mapping[str, Any]]) -> float | None
         if e.get("wall_ns") is not None and e.get("kernel_ns_per_run") is not None
     ]
     return float(np.median(gaps)) if gaps else None
+
+
+def _folder_progress(folder: Path, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One folder's log: pairs, errors, programs, minutes measured and paused, settling rounds."""
+    ok = [e for e in entries if e.get("status") == "ok" and "program_id" in e]
+    rounds = [e for e in ok if "rounds" in e]
+    return {
+        "folder": str(folder),
+        "pairs": len(ok),
+        "errors": sum(e.get("status") == "error" for e in entries),
+        "programs": len({e["program_id"] for e in ok}),
+        "measuring_min": round(sum(float(e.get("wall_s", 0.0)) for e in ok) / 60, 1),
+        "paused_min": round(sum(float(e.get("paused_s", 0.0)) for e in ok) / 60, 1),
+        "rounds": {
+            str(k): sum(e["rounds"] == k for e in rounds) for k in sorted({e["rounds"] for e in rounds})
+        },
+        "unsettled_kernels": sum(int(e["unsettled"]) for e in rounds),
+        "kernel_records": sum(int(e["kernels"]) for e in rounds),
+    }
+
+
+def _new_per_minute(new: Mapping[str, int], seconds: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """``{key: {"new", "measuring_s", "new_per_min"}}``, the best yield first."""
+    rows = {
+        k: {
+            "new": new[k],
+            "measuring_s": round(seconds[k], 1),
+            "new_per_min": 60 * new[k] / max(seconds[k], 1e-9),
+        }
+        for k in new
+    }
+    return dict(sorted(rows.items(), key=lambda kv: -kv[1]["new_per_min"]))
+
+
+def collection_progress(folders: Sequence[str | os.PathLike]) -> dict[str, Any]:
+    """What collect folders (of one device, e.g. several runs to be merged) hold so far.
+
+    Per folder: its log's pairs, errors, programs, minutes measuring and paused for load, and how
+    many pairs took each number of `settle_labels` rounds (with the kernels still unsettled after
+    them, of all kernel records). Over all folders, in the order the pairs were measured: the
+    distinct kernels (by ``kernel_hash``, as `merge` counts them) and, per configuration and per
+    family, how many of them each brought first and how fast (per minute of measuring): what to
+    collect next when time is short. Reads the log and each part's ``kernel_hash`` only.
+    """
+    measured: list[tuple[float, Path, dict[str, Any]]] = []
+    summaries = []
+    for folder in map(Path, folders):
+        entries = collection.read_log(folder)
+        summaries.append(_folder_progress(folder, entries))
+        measured += [
+            (float(e.get("time", 0.0)), folder, e)
+            for e in entries
+            if e.get("status") == "ok" and "program_id" in e
+        ]
+    seen: set[str] = set()
+    new: dict[str, dict[str, int]] = {"configuration": {}, "family": {}}
+    seconds: dict[str, dict[str, float]] = {"configuration": {}, "family": {}}
+    for _, folder, e in sorted(measured, key=lambda m: m[0]):
+        part = folder / PARTS / _part_name(e["program_id"], e["configuration"])
+        if not part.exists():
+            continue
+        with np.load(part, allow_pickle=False) as z:
+            hashes = set(z["kernel_hash"].tolist())
+        fresh = len(hashes - seen)
+        seen |= hashes
+        for by, key in (
+            ("configuration", e["configuration"]),
+            ("family", parse_program_id(e["program_id"])[0]),
+        ):
+            new[by][key] = new[by].get(key, 0) + fresh
+            seconds[by][key] = seconds[by].get(key, 0.0) + float(e.get("wall_s", 0.0))
+    return {
+        "folders": summaries,
+        "distinct_kernels": len(seen),
+        "by_configuration": _new_per_minute(new["configuration"], seconds["configuration"]),
+        "by_family": _new_per_minute(new["family"], seconds["family"]),
+    }
 
 
 def measure_noise(
