@@ -26,6 +26,17 @@ def test_the_family_is_written_by_others_and_records_only_what_its_model_uses():
         assert ("self_edges" in hp) == (hp["model"] == "gcn"), hp
 
 
+def test_edges_are_ordered_by_graph_as_n_edge_counts_them():
+    for index in range(6):
+        b = make_program("jraph_gnn", "forward", 0, index).args[1]
+        n_node, n_edge = np.asarray(b["n_node"]), np.asarray(b["n_edge"])
+        graph_of_edge = np.repeat(np.arange(len(n_edge)), n_edge)  # jraph's reading of n_edge
+        first_node = np.concatenate([[0], np.cumsum(n_node)])[graph_of_edge]
+        for ends in (b["senders"], b["receivers"]):
+            local = np.asarray(ends) - first_node
+            assert n_edge.sum() == len(local) and ((local >= 0) & (local < n_node[graph_of_edge])).all()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", jraph_models.JRAPH_MODELS)
 def test_every_model_is_a_program_with_finite_gradients(model):

@@ -102,8 +102,9 @@ def jraph_gnn(rng: np.random.Generator) -> Model:
     g, d, dt = hp["graphs"], hp["dim"], hp["dtype"]
     n = g * hp["nodes_per_graph"]
     e = n * hp["edges_per_node"]
-    # Edges stay inside their graph: sender and receiver are drawn from the same graph's nodes.
-    graph_of_edge = rng.integers(0, g, e)
+    # Edges stay inside their graph (sender and receiver are drawn from the same graph's nodes)
+    # and are ordered by graph, as jraph's ``n_edge`` counts them.
+    graph_of_edge = np.sort(rng.integers(0, g, e))
     first = graph_of_edge * hp["nodes_per_graph"]
     params = {f"layer{i}": _layer_params(rng, hp) for i in range(hp["layers"])}
     params["readout"] = blocks.dense_init(rng, d, 1, dt)
