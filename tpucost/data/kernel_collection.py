@@ -299,11 +299,12 @@ def measured_runs(
     """The log lines of the (program, configuration) pairs measured without error, optionally only
     those of ``program_ids``: wall time, summed labels, kernels, ... (see `measure_program`)."""
     wanted = None if program_ids is None else {str(p) for p in program_ids}
-    return [
-        e
-        for e in collection.read_log(folder)
-        if e.get("status") == "ok" and "program_id" in e and (wanted is None or e["program_id"] in wanted)
-    ]
+    return [e for e in _measured(collection.read_log(folder)) if wanted is None or e["program_id"] in wanted]
+
+
+def _measured(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The log lines of pairs measured without error."""
+    return [dict(e) for e in entries if e.get("status") == "ok" and "program_id" in e]
 
 
 def dispatch_ns_per_kernel(entries: Iterable[Mapping[str, Any]]) -> float | None:
@@ -318,9 +319,9 @@ def dispatch_ns_per_kernel(entries: Iterable[Mapping[str, Any]]) -> float | None
     return float(np.median(gaps)) if gaps else None
 
 
-def _folder_progress(folder: Path, entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """One folder's log: pairs, errors, programs, minutes measured and paused, settling rounds."""
-    ok = [e for e in entries if e.get("status") == "ok" and "program_id" in e]
+def _folder_progress(folder: Path, entries: list[dict[str, Any]], ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """One folder's log (``ok``: its measured pairs): pairs, errors, programs, minutes measured
+    and paused, settling rounds."""
     rounds = [e for e in ok if "rounds" in e]
     return {
         "folder": str(folder),
@@ -364,12 +365,9 @@ def collection_progress(folders: Sequence[str | os.PathLike]) -> dict[str, Any]:
     summaries = []
     for folder in map(Path, folders):
         entries = collection.read_log(folder)
-        summaries.append(_folder_progress(folder, entries))
-        measured += [
-            (float(e.get("time", 0.0)), folder, e)
-            for e in entries
-            if e.get("status") == "ok" and "program_id" in e
-        ]
+        ok = _measured(entries)
+        summaries.append(_folder_progress(folder, entries, ok))
+        measured += [(float(e.get("time", 0.0)), folder, e) for e in ok]
     seen: set[str] = set()
     new: dict[str, dict[str, int]] = {"configuration": {}, "family": {}}
     seconds: dict[str, dict[str, float]] = {"configuration": {}, "family": {}}
