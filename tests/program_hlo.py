@@ -6,7 +6,7 @@
 running this file as a script on every ``workers``-th program: XLA:CPU compiles on one thread,
 so on the 2-core machine two children halve the wall time.
 
-What is generated. Programs: the first 42 of seed 0, i.e. one round of the 14 families x 3
+What is generated. Programs: the first 42 of seed 0, i.e. one round of the 14 default families x 3
 forms (``N_ROUNDS`` rounds; each further round adds the same families with other hyperparameters). Each program is lowered once per program-level variant
 among its applicable configurations (default, remat, scan unroll; train_step programs: default
 only), and every lowering gives its ``pre-optimization`` text (``lowered.as_text(dialect="hlo")``,
@@ -46,7 +46,7 @@ def generate_part(part: int = 0, parts: int = 1) -> list[dict[str, Any]]:
     from tpucost import programs as P
 
     backend = jax.default_backend()
-    families, n_round = P.WRITTEN_HERE, len(P.WRITTEN_HERE) * len(P.FORMS)
+    families, n_round = P.DEFAULT_FAMILIES, len(P.DEFAULT_FAMILIES) * len(P.FORMS)
     option_configs = [c.name for c in P.CONFIGURATIONS.values() if c.compiler_options]
     records: list[dict[str, Any]] = []
     for n in range(part, N_ROUNDS * n_round, parts):

@@ -12,6 +12,7 @@ import pytest
 
 from tpucost.programs import (
     CONFIGURATIONS,
+    DEFAULT_FAMILIES,
     FAMILIES,
     FORMS,
     WRITTEN_BY_OTHERS,
@@ -30,7 +31,7 @@ from tpucost.programs import (
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
-N_ALL = len(WRITTEN_HERE) * len(FORMS)  # 42: the shortest prefix holding every family in every form
+N_ALL = len(DEFAULT_FAMILIES) * len(FORMS)  # 42: the shortest prefix holding every family in every form
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,13 @@ def _same_structure(a, b) -> bool:
 def test_families_and_forms():
     assert len(FAMILIES) >= 13 and len(set(FAMILIES)) == len(FAMILIES)
     assert FAMILIES == WRITTEN_HERE + WRITTEN_BY_OTHERS and len(WRITTEN_BY_OTHERS) >= 10
+    assert WRITTEN_HERE[: len(DEFAULT_FAMILIES)] == DEFAULT_FAMILIES
+
+
+def test_the_default_corpus_stays_the_programs_it_was():
+    """A family added later must not shift a seed's default programs (bundled data, calibration)."""
+    assert len(DEFAULT_FAMILIES) == 14 and "hashed_embedding" not in DEFAULT_FAMILIES
+    assert program_ids(16, seed=1)[13:] == ["random_ops-forward-1-13", "mlp-grad-1-14", "cnn-grad-1-15"]
     assert FORMS == ("forward", "grad", "train_step")
 
 
@@ -117,7 +125,7 @@ def test_hparams_are_json_serialisable():
 @pytest.mark.parametrize("n", [N_ALL, N_ALL + 5])
 def test_any_long_prefix_covers_every_family_and_form(n):
     pairs = {(p.family, p.form) for p in generate_programs(n, seed=2)}
-    assert pairs == {(f, form) for f in WRITTEN_HERE for form in FORMS}
+    assert pairs == {(f, form) for f in DEFAULT_FAMILIES for form in FORMS}
 
 
 def test_family_subset():
@@ -217,3 +225,17 @@ def test_program_from_id_rebuilds_corpus_programs_and_names_a_bad_id():
     for bad in ("mlp-forward-0", "nosuch-forward-0-1", "mlp-sideways-0-1", "mlp-forward-x-1"):
         with pytest.raises(ValueError, match="not a corpus program id"):
             program_from_id(bad)
+
+
+def test_hashed_embedding_hashes_ids_and_draws_dropout_from_the_stateful_generator():
+    """Wang's hash gives ``not`` and ``lax.rng_uniform`` XLA's stateful RNG op in optimized HLO."""
+    index = next(
+        i
+        for i in range(200)
+        if make_program("hashed_embedding", "grad", 0, i).hparams | {"hash": "wang", "dropout": "hidden"}
+        == make_program("hashed_embedding", "grad", 0, i).hparams
+    )
+    program = make_program("hashed_embedding", "grad", 0, index)
+    text = compile_program(program).as_text()
+    assert " not(" in text and "rng-get-and-update-state(" in text
+    assert _finite(compile_program(program)(*program.args))

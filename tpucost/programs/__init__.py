@@ -37,6 +37,7 @@ from tpucost.programs.corpus import (
 )
 from tpucost.programs.families import (
     ARCHITECTURES,
+    DEFAULT_FAMILIES,
     FAMILIES,
     FAMILY_GENERATORS,
     FAMILY_GROUPS,
@@ -67,6 +68,7 @@ __all__ = [
     "survey",
     "FAMILIES",
     "ARCHITECTURES",
+    "DEFAULT_FAMILIES",
     "WRITTEN_HERE",
     "WRITTEN_BY_OTHERS",
     "FAMILY_GENERATORS",

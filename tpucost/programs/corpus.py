@@ -2,7 +2,7 @@
 
 The paper measured kernels from 104 production programs, each compiled under many *fusion
 configurations* (different ways of cutting the same program into kernels). This package is the
-tutorial-sized stand-in: *families* of programs (`tpucost.programs.families`: 13 architectures
+tutorial-sized stand-in: *families* of programs (`tpucost.programs.families`: 14 architectures
 and ``random_ops`` written with `tpucost.programs.blocks`, and 16 of model code written by
 others, ``WRITTEN_BY_OTHERS``), each a generator that draws random
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator``,
@@ -37,13 +37,15 @@ Families (``FAMILIES``)
     ``norm_softmax``           layernorm / rmsnorm / softmax / log-softmax chains (memory-bound kernels).
     ``random_ops``             random chains of sorts, FFTs, scatters, cumulative, bit, window,
                                linear-algebra and other ops (`tpucost.programs.random_ops`).
+    ``hashed_embedding``       integer hashing of categorical ids into a table, pooling, MLP;
+                               dropout from XLA's stateful generator (not in ``DEFAULT_FAMILIES``).
     ``keras_*``                14 ``keras.applications`` image classifiers (`tpucost.programs.keras_apps`).
     ``diffrax_ode``            neural ODEs solved by diffrax (`tpucost.programs.diffrax_models`).
 
 Configurations (``CONFIGURATIONS``)
     A :class:`CompileConfig` holds XLA compile options and program-level choices (``Variant``).
     Checked on a 2-core x86 CPU, jax/jaxlib 0.10.2, with ``python -m tpucost.programs`` (the
-    first 39 programs of seed 0 over the 13 architecture families, ``ARCHITECTURES``: each in 3
+    first 39 programs of seed 0 over the 13 architecture families of ``DEFAULT_FAMILIES``: each in 3
     forms; ``random_ops`` came later). A configuration *changes* a program when
     its multiset of kernels (``kernel_signatures``: shape, opcode or fusion kind and the ops
     inside) differs from the default's. Per line: programs changed / programs it applies to,
@@ -114,7 +116,7 @@ from tpucost.kernels import Kernel, decompose
 from tpucost.measure import compile_fn
 from tpucost.programs import blocks
 from tpucost.programs.blocks import Batch, Model, Params, PyTree, Variant
-from tpucost.programs.families import ARCHITECTURES, FAMILIES, FAMILY_GENERATORS, WRITTEN_HERE
+from tpucost.programs.families import ARCHITECTURES, DEFAULT_FAMILIES, FAMILIES, FAMILY_GENERATORS
 
 __all__ = [
     "FORMS",
@@ -222,10 +224,11 @@ def program_ids(n: int, seed: int = 0, families: Sequence[str] | None = None) ->
     """The ids of the first ``n`` programs of ``seed`` over ``families``, without building them.
 
     Program ``i`` is family ``families[i % F]`` in form ``FORMS[(i // F) % 3]``, so every prefix of
-    ``3 * F`` programs (42 with the 14 families written here, the default) holds each family in
-    each form exactly once. The families written by others (``WRITTEN_BY_OTHERS``) are asked for by name.
+    ``3 * F`` programs (42 with the 14 ``DEFAULT_FAMILIES``, the default) holds each family in
+    each form exactly once. The other families (``WRITTEN_BY_OTHERS``, ``hashed_embedding``) are
+    asked for by name.
     """
-    families = tuple(WRITTEN_HERE if families is None else families)
+    families = tuple(DEFAULT_FAMILIES if families is None else families)
     unknown = set(families) - set(FAMILIES)
     if unknown:
         raise ValueError(f"unknown families {sorted(unknown)}; choose from {FAMILIES}")
@@ -433,14 +436,17 @@ def count_kernels(hlo_text: str) -> int:
     return sum(kernel_signatures(hlo_text).values())
 
 
-def survey(n: int = 39, seed: int = 0, families: Sequence[str] | None = ARCHITECTURES) -> None:
+def survey(n: int = 39, seed: int = 0, families: Sequence[str] | None = None) -> None:
     """Print kernel counts per program and configuration (``python -m tpucost.programs``): by
-    default the first 39 programs of seed 0 over the 13 architecture families (the figures above).
+    default the first 39 programs of seed 0 over the 13 architecture families of
+    ``DEFAULT_FAMILIES`` (the figures above).
 
     A configuration "changes" a program when its multiset of kernel signatures differs from the
     default's; ``(same)`` marks the programs where it does not.
     """
     totals: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in CONFIGURATIONS}  # changed, n, k0, k
+    if families is None:
+        families = [f for f in DEFAULT_FAMILIES if f in ARCHITECTURES]
     for program in generate_programs(n, seed, families):
         base = kernel_signatures(compile_program(program, "default").as_text())
         row = [f"{program.program_id:36s} default={sum(base.values()):4d}"]

@@ -1,4 +1,4 @@
-"""The families of the corpus: generators of random programs of one architecture (13 written
+"""The families of the corpus: generators of random programs of one architecture (14 written
 here), `tpucost.programs.random_ops` (random chains of every kind of operation) and the
 ``keras.applications`` architectures (`tpucost.programs.keras_apps`, written by the Keras team),
 diffrax's ODE solvers over Equinox MLPs (`tpucost.programs.diffrax_models`) and jraph's model zoo of
@@ -8,7 +8,8 @@ Each family is a function ``rng -> Model`` (`tpucost.programs.blocks.Model`) tha
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator`` and
 returns parameters, a batch and the model; `tpucost.programs.corpus` turns a model into the three
 forms (forward, grad, train step). :data:`FAMILIES` names them in a fixed order:
-:data:`WRITTEN_HERE` (the 13 :data:`ARCHITECTURES`, then ``random_ops``), then
+:data:`WRITTEN_HERE` (the 14 :data:`ARCHITECTURES` but ``hashed_embedding``, then ``random_ops``:
+the :data:`DEFAULT_FAMILIES`; then ``hashed_embedding``, added later), then
 :data:`WRITTEN_BY_OTHERS` (the ``keras_*`` families and ``diffrax_ode``, which need the
 ``tpucost[corpus]`` extra, and ``jraph_gnn``, which does not).
 """
@@ -34,6 +35,7 @@ __all__ = [
     "FAMILY_GENERATORS",
     "FAMILIES",
     "ARCHITECTURES",
+    "DEFAULT_FAMILIES",
     "WRITTEN_HERE",
     "WRITTEN_BY_OTHERS",
     "FAMILY_GROUPS",
@@ -411,6 +413,83 @@ def embedding_scatter(rng: np.random.Generator) -> Model:
     return Model(hp, params, batch, apply)
 
 
+_HASH_MULTIPLIERS = (0x9E3779B1, 0x85EBCA6B, 0xC2B2AE35)  # odd 32-bit constants (golden ratio, murmur3)
+
+
+def _hash(x: jax.Array, kind: str, salt: int, buckets: int) -> jax.Array:
+    """Bucket of each uint32 id under integer hash ``kind`` salted by ``salt`` (``buckets`` a power
+    of two): Thomas Wang's 32-bit mix (``~x + (x << 15)`` ...), murmur3's finaliser, or
+    multiply-shift (Dietzfelbinger et al.)."""
+    x = x ^ jnp.uint32(salt)
+    if kind == "multiply_shift":
+        return (x * jnp.uint32(_HASH_MULTIPLIERS[0])) >> (32 - (buckets.bit_length() - 1))
+    if kind == "wang":
+        x = (~x) + (x << 15)
+        x = x ^ (x >> 12)
+        x = x + (x << 2)
+        x = x ^ (x >> 4)
+        x = x * jnp.uint32(2057)
+        return (x ^ (x >> 16)) % jnp.uint32(buckets)
+    x = (x ^ (x >> 16)) * jnp.uint32(_HASH_MULTIPLIERS[1])
+    x = (x ^ (x >> 13)) * jnp.uint32(_HASH_MULTIPLIERS[2])
+    return (x ^ (x >> 16)) & jnp.uint32(buckets - 1)
+
+
+def hashed_embedding(rng: np.random.Generator) -> Model:
+    """Feature hashing of categorical ids (the hashing trick; hash embeddings when ``hashes`` > 1:
+    each id sums ``hashes`` rows, weighted by a learned importance), pooled over the fields, an
+    MLP; dropout, when drawn (on the embeddings or the hidden layer), from XLA's stateful random
+    generator (``lax.rng_uniform``, the ``rng-get-and-update-state`` instruction)."""
+    hp: dict[str, Any] = {
+        "batch": blocks.pick(rng, [24, 32, 48, 64, 96, 128, 192, 256]),
+        "fields": blocks.pick(rng, [2, 3, 4, 6, 8, 12, 16]),
+        "buckets": blocks.pick(rng, [256, 1024, 4096, 16384]),
+        "dim": blocks.pick(rng, [8, 12, 16, 24, 32, 48, 64]),
+        "hash": blocks.pick(rng, ["wang", "murmur3_fmix", "multiply_shift"]),
+        "hashes": blocks.pick(rng, [1, 2, 3]),
+        "pooling": blocks.pick(rng, ["sum", "mean", "max"]),
+        "dropout": blocks.pick(rng, ["none", "embedding", "hidden"]),  # where 10% dropout applies
+        "width": blocks.pick(rng, [64, 96, 128, 192, 256]),
+        "classes": blocks.pick(rng, [2, 10]),
+        "dtype": blocks.random_dtype(rng),
+    }
+    dt = hp["dtype"]
+    params: Params = {
+        "table": blocks.normal(rng, (hp["buckets"], hp["dim"]), dt, 0.1),
+        "hidden": blocks.dense_init(rng, hp["dim"], hp["width"], dt),
+        "head": blocks.dense_init(rng, hp["width"], hp["classes"], dt),
+    }
+    if hp["hashes"] > 1:
+        params["importance"] = blocks.normal(rng, (hp["buckets"], hp["hashes"]), dt, 0.1)
+    salts = [int(s) for s in rng.integers(0, 2**32, hp["hashes"], dtype=np.uint64)]
+    batch = {
+        "ids": blocks.ints(rng.integers(0, 2**31, (hp["batch"], hp["fields"]))),
+        "labels": blocks.labels(rng, (hp["batch"],), hp["classes"]),
+    }
+
+    def embed(p: Params, ids: jax.Array) -> jax.Array:
+        first = _hash(ids, hp["hash"], salts[0], hp["buckets"]).astype(jnp.int32)
+        if hp["hashes"] == 1:
+            return p["table"][first]
+        weights = p["importance"][first]  # (batch, fields, hashes)
+        rows = [p["table"][_hash(ids, hp["hash"], s, hp["buckets"]).astype(jnp.int32)] for s in salts]
+        return sum(weights[..., i : i + 1] * r for i, r in enumerate(rows))
+
+    def dropout(x: jax.Array, where: str) -> jax.Array:
+        if hp["dropout"] != where:
+            return x
+        keep = lax.rng_uniform(jnp.float32(0), jnp.float32(1), x.shape) >= 0.1
+        return jnp.where(keep, x / 0.9, 0).astype(x.dtype)
+
+    def apply(p: Params, b: Batch, v: Variant) -> jax.Array:
+        rows = dropout(embed(p, b["ids"].astype(jnp.uint32)), "embedding")  # (batch, fields, dim)
+        pool = {"sum": jnp.sum, "mean": jnp.mean, "max": jnp.max}[hp["pooling"]]
+        h = dropout(jax.nn.relu(blocks.dense(p["hidden"], pool(rows, axis=1))), "hidden")
+        return blocks.dense(p["head"], h)
+
+    return Model(hp, params, batch, apply)
+
+
 def graph_message_passing(rng: np.random.Generator) -> Model:
     """Graph network: edge MLP on (sender, receiver, edge) features, segment-reduce to nodes, node update."""
     hp = {
@@ -556,7 +635,12 @@ FAMILY_GENERATORS: dict[str, Callable[[np.random.Generator], Model]] = {
         random_ops,
     )
 }
-#: The families written in this package (no extra dependency): the default of ``generate_programs``.
+#: The default families of ``generate_programs``: the families written here when the first corpora
+#: were drawn. Families added later are asked for by name, so a seed's default corpus (the bundled
+#: data sets', the calibration programs) stays the programs it was.
+DEFAULT_FAMILIES: tuple[str, ...] = tuple(FAMILY_GENERATORS)
+FAMILY_GENERATORS["hashed_embedding"] = hashed_embedding
+#: The families written in this package (no extra dependency).
 WRITTEN_HERE: tuple[str, ...] = tuple(FAMILY_GENERATORS)
 #: The architecture families written here: every family written here but ``random_ops``.
 ARCHITECTURES: tuple[str, ...] = tuple(f for f in WRITTEN_HERE if f != "random_ops")
@@ -575,7 +659,7 @@ FAMILY_GROUPS: dict[str, tuple[str, ...]] = {
     "convolutional": ("cnn", "resnet_block", "mobilenet_block", "unet"),
     "attention": ("transformer_encoder", "causal_decoder"),
     "recurrent": ("lstm", "gru"),
-    "sparse": ("embedding_scatter", "graph_message_passing"),
+    "sparse": ("embedding_scatter", "graph_message_passing", "hashed_embedding"),
     "random_ops": ("random_ops",),
     "written_by_others": WRITTEN_BY_OTHERS,
 }
