@@ -228,6 +228,14 @@ def test_noise_remeasures_a_sample(tmp_path):
     assert all(r["stored_ns"] > 0 and r["remeasured_ns"] > 0 for r in rows)
     s = kernel_data.stats(kernel_data.load_kernel_dataset(out))
     assert s["noise_median_rel"] == result["median_rel"] and s["noise_p90_rel"] == result["p90_rel"]
+    # Each re-measured pair was logged: a rerun (e.g. after a kill) measures nothing again.
+    runs = collection.read_log(out / kernel_collection.NOISE_RUNS)
+    pairs = [e for e in runs if e.get("status") == "ok"]
+    assert len(pairs) >= len({(r["program_id"], r["configuration"]) for r in rows}) >= 1
+    again = kernel_collection.measure_noise(out, sample=6, seed=1, progress=False)
+    assert again["rows"] == rows
+    rerun = [e for e in collection.read_log(out / kernel_collection.NOISE_RUNS) if e.get("status") == "start"]
+    assert rerun[-1]["todo"] == 0 and rerun[-1]["already_done"] == len(pairs)
 
 
 def test_additivity_table_and_cli(tmp_path, capsys):

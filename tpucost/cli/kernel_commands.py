@@ -108,11 +108,12 @@ def cmd_data_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_data_progress(args: argparse.Namespace) -> int:
-    missing = [f for f in args.folders if not (Path(f) / "log.jsonl").exists()]
-    if missing:
-        print(f"error: no collection log (log.jsonl) in {', '.join(missing)}", file=sys.stderr)
+    try:
+        progress = kernel_collection.collection_progress(args.folders)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
-    return emit(kernel_collection.collection_progress(args.folders), args.json, _print_progress)
+    return emit(progress, args.json, _print_progress)
 
 
 def _print_progress(r: dict) -> None:
@@ -303,6 +304,12 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--sample", type=int, default=200, help="kernels to re-measure")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--max-load",
+        type=float,
+        default=None,
+        help="kernel task: pause while the 1-minute load average is above this (a rerun resumes)",
+    )
     p.add_argument("--no-progress", action="store_true")
     all_cores_flag(p)
     p.set_defaults(func=cmd_data_noise)
@@ -350,7 +357,7 @@ def cmd_data_noise(args: argparse.Namespace) -> int:
     try:
         label_mode(args)
         result = kernel_collection.measure_noise(
-            args.dir, args.sample, args.seed, progress=not args.no_progress
+            args.dir, args.sample, args.seed, progress=not args.no_progress, max_load=args.max_load
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -25,7 +25,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from tqdm import tqdm
 
 from tpucost import features, hlo, kernels
 from tpucost.data import collection
@@ -360,7 +359,12 @@ def collection_progress(folders: Sequence[str | os.PathLike]) -> dict[str, Any]:
     distinct kernels (by ``kernel_hash``, as `merge` counts them) and, per configuration and per
     family, how many of them each brought first and how fast (per minute of measuring): what to
     collect next when time is short. Reads the log and each part's ``kernel_hash`` only.
+
+    Raises FileNotFoundError naming the folders that hold no collection log.
     """
+    missing = [str(f) for f in folders if not (Path(f) / collection.LOG).exists()]
+    if missing:
+        raise FileNotFoundError(f"no collection log ({collection.LOG}) in {', '.join(missing)}")
     measured: list[tuple[float, Path, dict[str, Any]]] = []
     summaries = []
     for folder in map(Path, folders):
@@ -393,12 +397,17 @@ def collection_progress(folders: Sequence[str | os.PathLike]) -> dict[str, Any]:
     }
 
 
+#: Where `measure_noise` logs its re-measured pairs, inside the data folder (a rerun resumes).
+NOISE_RUNS = "noise_runs"
+
+
 def measure_noise(
     data_dir: str | os.PathLike | None = None,
     sample: int = 200,
     seed: int = 0,
     repeats: int | None = None,
     progress: bool = True,
+    max_load: float | None = None,
 ) -> dict[str, Any]:
     """Re-measure a random sample of a data set's kernels and compare with the stored labels.
 
@@ -407,7 +416,9 @@ def measure_noise(
     ``|new - stored| / stored`` of the same kernel is the label noise: no model can predict labels
     closer than that. Returns (and writes to ``noise.json`` beside the data) its median and 90th
     percentile, plus the per-kernel rows. Must run on the device that measured the data, in a
-    fresh process (``python -m tpucost data noise``), on an otherwise idle machine.
+    fresh process (``python -m tpucost data noise``), on an otherwise idle machine. Each
+    re-measured pair is one line of ``noise_runs/log.jsonl`` (`collection.run`): a killed run
+    loses at most the pair it was measuring, and a rerun measures only the pairs still missing.
     """
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     ds = load_kernel_dataset(root)
@@ -417,26 +428,13 @@ def measure_noise(
     wanted: dict[tuple[str, str], list[int]] = {}
     for i in picked:
         wanted.setdefault((str(ds.program_id[i]), str(ds.configuration[i])), []).append(int(i))
-    rows = []
-    for (pid, config), indices in tqdm(
-        sorted(wanted.items()), disable=not progress, desc="re-measure", unit="program"
-    ):
-        records, _ = measure_program(program_from_id(pid), config, repeats)
-        fresh = dict(zip(records.kernel_hash.tolist(), records.runtime_ns.tolist(), strict=True))
-        for i in indices:
-            new = fresh.get(str(ds.kernel_hash[i]))
-            if new is not None:
-                old = float(ds.runtime_ns[i])
-                rows.append(
-                    {
-                        "kernel": str(ds.name[i]),
-                        "program_id": pid,
-                        "configuration": config,
-                        "stored_ns": old,
-                        "remeasured_ns": new,
-                        "rel_diff": abs(new - old) / old,
-                    }
-                )
+    fresh = _remeasured_pairs(root / NOISE_RUNS, sorted(wanted), repeats, progress, max_load)
+    rows = [
+        _noise_row(ds, i, fresh[pair][str(ds.kernel_hash[i])])
+        for pair, indices in sorted(wanted.items())
+        for i in indices
+        if str(ds.kernel_hash[i]) in fresh.get(pair, {})
+    ]
     rel = np.array([r["rel_diff"] for r in rows])
     big = np.array([r["rel_diff"] for r in rows if r["stored_ns"] >= 5_000])
     result = {
@@ -455,3 +453,57 @@ def measure_noise(
     }
     write_json_atomic(root / NOISE_FILE, result)
     return result
+
+
+def _remeasured_pairs(
+    folder: Path, pairs: Sequence[tuple[str, str]], repeats: int, progress: bool, max_load: float | None
+) -> dict[tuple[str, str], dict[str, float]]:
+    """``{(program, configuration): {kernel_hash: runtime_ns}}`` of ``pairs`` measured again with
+    ``repeats``, each logged in ``folder`` as soon as it is measured (earlier lines are reused)."""
+
+    def key_of(e: Mapping[str, Any]) -> str:
+        return f"{e['program_id']}|{e['configuration']}|{e['repeats']}"
+
+    def measure(item: collection.Item) -> dict[str, Any]:
+        records, _ = measure_program(
+            program_from_id(item.fields["program_id"]), item.fields["configuration"], repeats
+        )
+        return {
+            "status": "ok",
+            "runtime_ns": dict(zip(records.kernel_hash.tolist(), records.runtime_ns.tolist(), strict=True)),
+        }
+
+    items = [
+        collection.Item(key_of(f), f, None)
+        for f in ({"program_id": pid, "configuration": config, "repeats": repeats} for pid, config in pairs)
+    ]
+    start = {"task": "noise", "repeats": repeats}
+    collection.run(
+        folder,
+        items,
+        key_of,
+        measure,
+        start,
+        max_load=max_load,
+        progress=progress,
+        desc="re-measure",
+        unit="program",
+    )
+    return {
+        (e["program_id"], e["configuration"]): e["runtime_ns"]
+        for e in collection.read_log(folder)
+        if e.get("status") == "ok" and e.get("repeats") == repeats and "runtime_ns" in e
+    }
+
+
+def _noise_row(ds: KernelDataset, i: int, new: float) -> dict[str, Any]:
+    """One re-measured kernel: its stored and new label and their relative difference."""
+    old = float(ds.runtime_ns[i])
+    return {
+        "kernel": str(ds.name[i]),
+        "program_id": str(ds.program_id[i]),
+        "configuration": str(ds.configuration[i]),
+        "stored_ns": old,
+        "remeasured_ns": float(new),
+        "rel_diff": abs(float(new) - old) / old,
+    }
