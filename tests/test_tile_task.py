@@ -248,14 +248,16 @@ NEW_MATMULS = [(128, 384, 256), (256, 384, 384), (128, 640, 384)]
 @pytest.mark.newest_only
 def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
     """The issue's target: the best measured of `suggest_tiles --top 5` is within 5% of the best of
-    every legal configuration, plus the noise allowance: the bundled tile data's noise floor (the
-    top-1 slowdown of picking by one measurement and checking with a second).
+    every legal configuration, plus the noise allowance: the larger of the bundled tile data's noise
+    floor and this host's in this run (each the top-1 slowdown of picking by one measurement and
+    checking with a second; the bundled one was measured on another host). Each configuration is
+    measured twice; its runtime is the faster of the two.
 
     Marked ``newest_only``: the bundled tile models learned kernels built by jaxlib 0.10.2; under
     Colab's jaxlib 0.7.2 the interpreted kernels differ, and one clean-clone run there measured the
     best of the top 5 16% slower than the best (two others passed), so nothing is promised there."""
     ds = tile_data.load_tile_dataset()
-    allowance = 0.05 + tile_data.noise_floor(ds)["top1"]
+    bundled_noise = tile_data.noise_floor(ds)["top1"]
     known = {
         tuple(int(v) for v in s.split(",")) for f, s in zip(ds.family, ds.shape, strict=True) if f == "matmul"
     }
@@ -263,10 +265,16 @@ def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
         assert shape not in known
         configs = tiles.legal_configs("matmul", shape)
         picked = [s["config"] for s in tile_task.suggest_tiles("matmul", shape, top=5)]
-        runtime = tiles.measure_configs("matmul", shape, "float32", configs)
+        first, second = (
+            np.array(tiles.measure_configs("matmul", shape, "float32", configs)) for _ in range(2)
+        )
+        # This host's noise now, as the bundled floor is defined: pick by one pass, check with the other.
+        noise_here = second[int(np.argmin(first))] / second.min() - 1
+        runtime = np.minimum(first, second)
         best_picked = min(picked, key=lambda c: runtime[configs.index(c)])
-        slowdown = runtime[configs.index(best_picked)] / min(runtime) - 1
-        assert slowdown <= allowance, (shape, best_picked, slowdown)
+        slowdown = runtime[configs.index(best_picked)] / runtime.min() - 1
+        allowance = 0.05 + max(bundled_noise, noise_here)
+        assert slowdown <= allowance, (shape, best_picked, slowdown, bundled_noise, noise_here)
 
 
 @pytest.mark.slow
