@@ -25,6 +25,8 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+
 PROGRAM = """
 import json, sys, time
 from tpucost import device
@@ -65,8 +67,6 @@ def run_setting(programs: int, seed: int, family: str, repeats: int) -> dict:
 
 def summary(pairs: list[list[float]]) -> dict[str, float | int | None]:
     """Median and 90th percentile of the relative differences, all kernels and those >= 5 us."""
-    import numpy as np
-
     rel = np.array([r for _, r in pairs])
     big = np.array([r for ns, r in pairs if ns >= 5_000])
 

@@ -53,13 +53,13 @@ def test_families_and_forms():
     assert len(FAMILIES) >= 13 and len(set(FAMILIES)) == len(FAMILIES)
     assert FAMILIES == WRITTEN_HERE + WRITTEN_BY_OTHERS and len(WRITTEN_BY_OTHERS) >= 10
     assert WRITTEN_HERE[: len(DEFAULT_FAMILIES)] == DEFAULT_FAMILIES
+    assert FORMS == ("forward", "grad", "train_step")
 
 
 def test_the_default_corpus_stays_the_programs_it_was():
     """A family added later must not shift a seed's default programs (bundled data, calibration)."""
     assert len(DEFAULT_FAMILIES) == 14 and "hashed_embedding" not in DEFAULT_FAMILIES
     assert program_ids(16, seed=1)[13:] == ["random_ops-forward-1-13", "mlp-grad-1-14", "cnn-grad-1-15"]
-    assert FORMS == ("forward", "grad", "train_step")
 
 
 def test_program_ids_name_the_programs_without_building_them():
@@ -229,13 +229,9 @@ def test_program_from_id_rebuilds_corpus_programs_and_names_a_bad_id():
 
 def test_hashed_embedding_hashes_ids_and_draws_dropout_from_the_stateful_generator():
     """Wang's hash gives ``not`` and ``lax.rng_uniform`` XLA's stateful RNG op in optimized HLO."""
-    index = next(
-        i
-        for i in range(200)
-        if make_program("hashed_embedding", "grad", 0, i).hparams | {"hash": "wang", "dropout": "hidden"}
-        == make_program("hashed_embedding", "grad", 0, i).hparams
-    )
-    program = make_program("hashed_embedding", "grad", 0, index)
-    text = compile_program(program).as_text()
+    candidates = (make_program("hashed_embedding", "grad", 0, i) for i in range(200))
+    program = next(p for p in candidates if p.hparams["hash"] == "wang" and p.hparams["dropout"] == "hidden")
+    compiled = compile_program(program)
+    text = compiled.as_text()
     assert " not(" in text and "rng-get-and-update-state(" in text
-    assert _finite(compile_program(program)(*program.args))
+    assert _finite(compiled(*program.args))

@@ -468,12 +468,11 @@ def hashed_embedding(rng: np.random.Generator) -> Model:
     }
 
     def embed(p: Params, ids: jax.Array) -> jax.Array:
-        first = _hash(ids, hp["hash"], salts[0], hp["buckets"]).astype(jnp.int32)
+        buckets = [_hash(ids, hp["hash"], s, hp["buckets"]).astype(jnp.int32) for s in salts]
         if hp["hashes"] == 1:
-            return p["table"][first]
-        weights = p["importance"][first]  # (batch, fields, hashes)
-        rows = [p["table"][_hash(ids, hp["hash"], s, hp["buckets"]).astype(jnp.int32)] for s in salts]
-        return sum(weights[..., i : i + 1] * r for i, r in enumerate(rows))
+            return p["table"][buckets[0]]
+        weights = p["importance"][buckets[0]]  # (batch, fields, hashes)
+        return sum(weights[..., i : i + 1] * p["table"][b] for i, b in enumerate(buckets))
 
     def dropout(x: jax.Array, where: str) -> jax.Array:
         if hp["dropout"] != where:
