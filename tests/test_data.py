@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpucost import features, files
+from tpucost import cli, features, files
 from tpucost.data import kernel as kernel_data
+from tpucost.data import kernel_collection
 from tpucost.data.splits import Split
 from tpucost.features import KernelGraph
 
@@ -385,3 +386,46 @@ def test_split_leave_out_holds_out_the_group_and_shares_no_kernel(dataset):
         kernel_data.split_leave_out(dataset, ("lstm",))
     with pytest.raises(ValueError, match="no training program"):
         kernel_data.split_leave_out(dataset, FAMILIES)
+
+
+def _fake_part(folder: Path, name: str, hashes: list[str], runtime_ns: list[float]) -> None:
+    """A collect part holding only what `occurrence_spread` reads."""
+    (folder / kernel_collection.PARTS).mkdir(parents=True, exist_ok=True)
+    np.savez(
+        folder / kernel_collection.PARTS / name, kernel_hash=np.array(hashes), runtime_ns=np.array(runtime_ns)
+    )
+
+
+def test_occurrence_spread_compares_labels_of_one_kernel(tmp_path, capsys):
+    one, two = tmp_path / "one", tmp_path / "two"
+    _fake_part(one, "a__default.npz", ["x", "x", "y"], [10_000.0, 15_000.0, 8_000.0])
+    _fake_part(one, "b__default.npz", ["x", "y", "z"], [12_000.0, 8_000.0, 4_000.0])
+    _fake_part(two, "c__default.npz", ["x"], [11_000.0])
+    _fake_part(two, "a__default.npz", ["x"], [1.0])  # a part both folders hold is read once (the first)
+    s = kernel_collection.occurrence_spread([one, two], min_ns=5_000.0)
+    # x ran twice in run a (10 and 15 us) and in three runs; y in two runs, 8 us each; z is one
+    # occurrence of 4 us (left out).
+    assert s["same_run"] == {"kernels": 1, "median": 0.5, "p90": 0.5}
+    # y's two runs agree (0); x's two runs drawn from a (10 us first), b (12 us) and c (11 us).
+    across = s["across_runs"]
+    assert across["kernels"] == 2
+    assert any(
+        across["median"] == pytest.approx(v / 2) and across["p90"] == pytest.approx(0.9 * v)
+        for v in (0.2, 0.1, 1 / 11)
+    )
+    # x's four occurrences cut into halves: one minimum is 10 us, the other 11 or 12 us.
+    assert s["split_half_min"]["kernels"] == 1
+    assert any(s["split_half_min"]["median"] == pytest.approx(v) for v in (0.1, 0.2))
+    above = kernel_collection.occurrence_spread([one, two], min_ns=9_000.0)
+    assert above["across_runs"]["kernels"] == 1 and above["same_run"]["kernels"] == 1
+    assert kernel_collection.occurrence_spread([one, two], min_ns=20_000.0)["same_run"] == {
+        "kernels": 0,
+        "median": None,
+        "p90": None,
+    }
+    assert cli.main(["data", "spread", str(one), str(two)]) == 0
+    assert "two places in one measured run" in capsys.readouterr().out
+    with pytest.raises(FileNotFoundError, match="no collected parts"):
+        kernel_collection.occurrence_spread([tmp_path / "empty"])
+    assert cli.main(["data", "spread", str(tmp_path / "empty")]) == 2
+    assert "no collected parts" in capsys.readouterr().err

@@ -132,6 +132,31 @@ def _print_progress(r: dict) -> None:
             )
 
 
+def cmd_data_spread(args: argparse.Namespace) -> int:
+    try:
+        spread = kernel_collection.occurrence_spread(args.folders, min_ns=1_000.0 * args.min_us)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return emit(spread, args.json, _print_spread)
+
+
+def _print_spread(r: dict) -> None:
+    print(f"kernels >= {r['min_ns'] / 1000:g} us measured more than once, |a - b| / min(a, b):")
+    for key, what in (
+        ("same_run", "two places in one measured run"),
+        ("across_runs", "two measured runs (other programs, other times)"),
+        ("split_half_min", "minimum of half the occurrences vs the other half"),
+    ):
+        row = r[key]
+        if row["kernels"]:
+            print(
+                f"  {what:50s} median {100 * row['median']:5.1f}%  p90 {100 * row['p90']:6.1f}%  ({row['kernels']} kernels)"
+            )
+        else:
+            print(f"  {what:50s} no kernel")
+
+
 def _print_stats(s: dict) -> None:
     print(f"{s['kernels']} kernels ({s['occurrences']} occurrences) from {s['programs']} programs")
     print("families:       " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_family"].items()))
@@ -266,6 +291,16 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("folders", nargs="+", metavar="COLLECT_DIR")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_data_progress)
+    p = d.add_parser(
+        "spread",
+        help="how far apart one kernel's labels are where collect folders measured it more than once",
+    )
+    p.add_argument("folders", nargs="+", metavar="COLLECT_DIR")
+    p.add_argument(
+        "--min-us", type=float, default=5.0, help="kernels whose lowest label is at least this (default 5)"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_data_spread)
     p = d.add_parser("coverage", help="per HLO opcode, the training kernels that contain it")
     p.add_argument("dir", nargs="?", default=None, help="data folder (default: the bundled kernels_cpu)")
     p.add_argument(

@@ -10,7 +10,8 @@ data set (`tpucost.data.kernel`); `merge` joins the folders of several shards (o
 `measured_runs` and `dispatch_ns_per_kernel` read the log's measured pairs (wall times, summed
 labels); `measure_noise` re-measures a sample of kernels: the label noise floor;
 `collection_progress` says what a run (or several) measured so far and which configurations and
-families still bring new kernels per minute of measuring.
+families still bring new kernels per minute of measuring; `occurrence_spread` how far apart the
+labels of one kernel are where it was measured more than once (the floor a label by kernel has).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ __all__ = [
     "dispatch_ns_per_kernel",
     "measure_noise",
     "collection_progress",
+    "occurrence_spread",
 ]
 
 #: The folder of a collection's parts (one npz per measured program and configuration).
@@ -506,4 +508,80 @@ def _noise_row(ds: KernelDataset, i: int, new: float) -> dict[str, Any]:
         "stored_ns": old,
         "remeasured_ns": float(new),
         "rel_diff": abs(float(new) - old) / old,
+    }
+
+
+def _spread(pairs: Sequence[tuple[float, float]]) -> dict[str, Any]:
+    """``{"kernels", "median", "p90"}`` of ``|a - b| / min(a, b)`` over ``pairs`` (one per kernel)."""
+    rel = np.array([abs(a - b) / min(a, b) for a, b in pairs], dtype=np.float64)
+    if not len(rel):
+        return {"kernels": 0, "median": None, "p90": None}
+    return {"kernels": len(rel), "median": float(np.median(rel)), "p90": float(np.quantile(rel, 0.9))}
+
+
+def _occurrences(folders: Sequence[str | os.PathLike]) -> dict[str, list[tuple[str, float]]]:
+    """``{kernel_hash: [(part name, label ns), ...]}`` over the parts of collect folders (a part
+    present in two folders read once, as `merge` does)."""
+    files: dict[str, Path] = {}
+    for folder in map(Path, folders):
+        d = folder / PARTS if (folder / PARTS).is_dir() else folder
+        for p in d.glob("*.npz"):
+            files.setdefault(p.name, p)
+    if not files:
+        raise FileNotFoundError(f"no collected parts ({PARTS}/*.npz) in {', '.join(map(str, folders))}")
+    found: dict[str, list[tuple[str, float]]] = {}
+    for name in sorted(files):
+        with np.load(files[name], allow_pickle=False) as z:
+            for h, ns in zip(z["kernel_hash"].tolist(), z["runtime_ns"].tolist(), strict=True):
+                found.setdefault(h, []).append((name, float(ns)))
+    return found
+
+
+def occurrence_spread(
+    folders: Sequence[str | os.PathLike], min_ns: float = SETTLE_MIN_NS, seed: int = 0
+) -> dict[str, Any]:
+    """How far apart the labels of one kernel are where collect folders measured it more than once.
+
+    A kernel (one ``kernel_hash``) often runs at several places of a program and in many
+    programs; each occurrence has its own label in the folders' parts. Over kernels whose lowest
+    label is at least ``min_ns``, the relative difference ``|a - b| / min(a, b)`` of:
+
+    * ``same_run``: two occurrences in one measured pair (the same traced runs, so the same
+      moment): what the kernel's place in the program (what ran before it, what is in cache)
+      changes, which no re-measurement removes;
+    * ``across_runs``: occurrences in two different pairs (another program or configuration,
+      measured at another time), drawn at random;
+    * ``split_half_min``: kernels with at least 4 occurrences, their occurrences cut at random into
+      two halves and the minimum of each half compared: how reproducible a data set's label (the
+      minimum over occurrences, `tpucost.data.kernel.dedup`) is, from half the occurrences.
+
+    Each is ``{"kernels", "median", "p90"}`` with one value per kernel. Reads each part's
+    ``kernel_hash`` and ``runtime_ns`` only; measures nothing. Raises FileNotFoundError when the
+    folders hold no parts.
+    """
+    rng = np.random.default_rng(seed)
+    same, across, halves = [], [], []
+    for occurrences in _occurrences(folders).values():
+        if len(occurrences) < 2 or min(ns for _, ns in occurrences) < min_ns:
+            continue
+        by_part: dict[str, list[float]] = {}
+        for part, ns in occurrences:
+            by_part.setdefault(part, []).append(ns)
+        twice = next((labels for labels in by_part.values() if len(labels) > 1), None)
+        if twice is not None:
+            same.append((twice[0], twice[1]))
+        if len(by_part) > 1:
+            a, b = rng.choice(len(by_part), size=2, replace=False)
+            parts = list(by_part.values())
+            across.append((parts[a][0], parts[b][0]))
+        if len(occurrences) >= 4:
+            labels = rng.permutation([ns for _, ns in occurrences])
+            half = len(labels) // 2
+            halves.append((float(labels[:half].min()), float(labels[half:].min())))
+    return {
+        "min_ns": min_ns,
+        "seed": seed,
+        "same_run": _spread(same),
+        "across_runs": _spread(across),
+        "split_half_min": _spread(halves),
     }
