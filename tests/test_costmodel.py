@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import rand_graph
 
-from tpucost import cli, costmodel, features, hlo, kernels, models, programs, results, train
+from tpucost import checkpoint, cli, costmodel, features, hlo, kernels, models, programs, results, train
 from tpucost.data import collection, kernel_collection
 from tpucost.data import kernel as kernel_data
 from tpucost.data.splits import Split
@@ -140,6 +140,46 @@ def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path)
         assert runs[0][0][method]["val_loss"] == runs[1][0][method]["val_loss"]
         np.testing.assert_allclose(runs[0][1][method], runs[1][1][method], rtol=1e-6)
     np.testing.assert_allclose(runs[0][1]["analytical"], runs[1][1]["analytical"], rtol=1e-9)
+
+
+def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch):
+    """`run_experiment` keeps each network's per-epoch state in ``<method>-training`` until it
+    finishes: killed after its second epoch, the same call runs only the epochs left and gives the
+    model of an uninterrupted run; the state is gone once the checkpoint is saved."""
+    tiny_model = models.ModelConfig(opcode_embed=4, hidden=8, num_layers=1)
+    config = train.TrainConfig.smoke(epochs=4, patience=4, batch_size=128, model=tiny_model)
+    graphs = [tiny.graph(i) for i in range(len(tiny))]
+    whole = kernel_task.run_experiment(
+        tiny, "random", tmp_path / "whole", config, methods=("gnn",), progress=False
+    )
+    assert not (tmp_path / "whole" / f"gnn{kernel_task.TRAINING_SUFFIX}").exists()
+    saving = checkpoint.save_train_state
+
+    def killed_after_two(path, state, *args):
+        saving(path, state, *args)
+        if state.epoch == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint, "save_train_state", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        kernel_task.run_experiment(
+            tiny, "random", tmp_path / "killed", config, methods=("gnn",), progress=False
+        )
+    assert (tmp_path / "killed" / f"gnn{kernel_task.TRAINING_SUFFIX}" / train.TRAIN_STATE_FILE).is_file()
+    monkeypatch.setattr(checkpoint, "save_train_state", saving)
+    epochs = []
+    running = train._train_epoch
+    monkeypatch.setattr(train, "_train_epoch", lambda *a, **k: epochs.append(1) or running(*a, **k))
+    resumed = kernel_task.run_experiment(
+        tiny, "random", tmp_path / "killed", config, methods=("gnn",), progress=False
+    )
+    assert len(epochs) == 2 and resumed["histories"]["gnn"] == whole["histories"]["gnn"]
+    np.testing.assert_allclose(
+        costmodel.CostModel.load(tmp_path / "killed", "gnn").predict(graphs),
+        costmodel.CostModel.load(tmp_path / "whole", "gnn").predict(graphs),
+        rtol=1e-6,
+    )
+    assert not (tmp_path / "killed" / f"gnn{kernel_task.TRAINING_SUFFIX}").exists()
 
 
 def test_predict_program_covers_every_kernel(trained):

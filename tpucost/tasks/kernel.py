@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -77,6 +78,8 @@ METHODS: tuple[str, ...] = ("gnn", "lstm", "analytical")
 ANALYTICAL_FILE = "analytical.json"
 #: An experiment folder's results.
 EVALUATION_FILE = "evaluation.json"
+#: A network's resumable training state is kept in ``<experiment folder>/<method>`` + this until it finishes.
+TRAINING_SUFFIX = "-training"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -439,10 +442,17 @@ def _train_network(
     report: dict[str, Any],
     progress: bool,
 ) -> None:
-    """Train one network (``config.model.kind``) and save its checkpoint under ``out/<kind>``."""
+    """Train one network (``config.model.kind``) and save its checkpoint under ``out/<kind>``.
+
+    The training state is saved after every epoch in ``out/<kind>-training`` (`TRAINING_SUFFIX`),
+    so a killed run resumes there with the same command; it is removed once the checkpoint is saved.
+    """
     task = KernelTask.fit(dataset, parts.train, config.model)
-    result = train.train_and_evaluate(task, config, parts.train, parts.val, progress=progress)
     method = config.model.kind
+    workdir = out / f"{method}{TRAINING_SUFFIX}"
+    result = train.train_and_evaluate(
+        task, config, parts.train, parts.val, workdir=workdir, progress=progress
+    )
     checkpoint.save(
         out / method,
         result.model,
@@ -456,6 +466,7 @@ def _train_network(
             "dispatch_ns_per_kernel": report["dispatch_ns_per_kernel"],
         },
     )
+    shutil.rmtree(workdir)
     report["histories"][method] = result.history
     report["train_configs"][method] = result.config.to_dict()
 
