@@ -291,6 +291,12 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
     assert printed.index("Unseen test kernels (the headline)") < printed.index(
         "All kernels the test programs ran"
     )
+    # --methods: only those (a folder trained with `train --methods gnn` has no lstm to load).
+    folder = ["evaluate", "--model", str(out), "--data", str(tiny.root), "--json", "--methods"]
+    assert cli.main([*folder, "gnn,analytical"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == {"gnn", "analytical"}
+    assert cli.main([*folder, "gnn,rnn"]) == 2
+    assert "method must be one of" in capsys.readouterr().err
     bad = tmp_path / "bad.hlo"
     bad.write_text("HloModule m\nENTRY e {\n  ROOT x = f32[] frob()\n}\n")
     assert cli.main(["predict", "--model", str(out), str(bad)]) == 2

@@ -459,7 +459,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     model_dir = args.model or str(costmodel.default_model_dir(args.split))
     try:
         dataset = kernel_dataset(args.data)
-        results = kernel.evaluate_methods(model_dir, dataset, args.split)
+        results = kernel.evaluate_methods(model_dir, dataset, args.split, args.methods)
         summary = {m: _summary(r) for m, r in results.items()}
         if args.totals:
             parts = kernel_data.split(dataset, args.split)
@@ -652,6 +652,12 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         "--by-opcode",
         action="store_true",
         help="also each method's MAPE per HLO opcode on the unseen test kernels >= 5 us (where it is weak)",
+    )
+    p.add_argument(
+        "--methods",
+        type=names,
+        default=("gnn", "lstm", "analytical"),
+        help="kernel task: comma-separated subset of gnn,lstm,analytical (those trained in the folder)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
