@@ -142,7 +142,7 @@ def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path)
     np.testing.assert_allclose(runs[0][1]["analytical"], runs[1][1]["analytical"], rtol=1e-9)
 
 
-def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch):
+def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch, capsys):
     """`run_experiment` keeps each network's per-epoch state in ``<method>-training`` until it
     finishes: killed after its second epoch, the same call runs only the epochs left and gives the
     model of an uninterrupted run; the state is gone once the checkpoint is saved."""
@@ -166,6 +166,19 @@ def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch)
             tiny, "random", tmp_path / "killed", config, methods=("gnn",), progress=False
         )
     assert (tmp_path / "killed" / f"gnn{kernel_task.TRAINING_SUFFIX}" / train.TRAIN_STATE_FILE).is_file()
+    # `train` with another model config into that folder: one line naming the state, no traceback.
+    other = [
+        "train",
+        "--data",
+        str(tiny.root),
+        "--out",
+        str(tmp_path / "killed"),
+        "--methods",
+        "gnn",
+        "--smoke",
+    ]
+    assert cli.main([*other, "--no-progress"]) == 2
+    assert "gnn-training" in capsys.readouterr().err
     monkeypatch.setattr(checkpoint, "save_train_state", saving)
     epochs = []
     running = train._train_epoch

@@ -420,9 +420,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    report = kernel.run_experiment(
-        ds, args.split, out, config, methods=args.methods, progress=not args.no_progress, data_dir=args.data
-    )
+    try:
+        report = kernel.run_experiment(
+            ds,
+            args.split,
+            out,
+            config,
+            methods=args.methods,
+            progress=not args.no_progress,
+            data_dir=args.data,
+        )
+    except ValueError as err:  # e.g. the state of a killed run of another model config (delete it)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(
         json.dumps(
             {
