@@ -633,7 +633,7 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--methods",
         type=names,
-        default=("gnn", "lstm", "analytical"),
+        default=kernel.METHODS,
         help="comma-separated subset of gnn,lstm,analytical",
     )
     p.add_argument("--smoke", action="store_true", help="tiny model and few epochs (tests, CI)")
@@ -666,7 +666,7 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--methods",
         type=names,
-        default=("gnn", "lstm", "analytical"),
+        default=kernel.METHODS,
         help="kernel task: comma-separated subset of gnn,lstm,analytical (those trained in the folder)",
     )
     p.add_argument("--json", action="store_true")

@@ -266,6 +266,17 @@ def finalize(out_dir: str | os.PathLike, shard_size: int = 100_000) -> KernelDat
     return merge([out_dir], out_dir, shard_size)
 
 
+def _part_files(folders: Sequence[str | os.PathLike]) -> dict[str, Path]:
+    """``{file name: path}`` of the parts of collect folders (each folder's ``parts/``, or the
+    folder itself); a part present in several folders is taken from the first."""
+    files: dict[str, Path] = {}
+    for folder in map(Path, folders):
+        d = folder / PARTS if (folder / PARTS).is_dir() else folder
+        for p in d.glob("*.npz"):
+            files.setdefault(p.name, p)
+    return files
+
+
 def merge(
     folders: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
@@ -281,11 +292,7 @@ def merge(
     """
     roots = [Path(d).parent if Path(d).name == PARTS else Path(d) for d in folders]
     fingerprint = collection.one_device(roots, allow_mixed_devices)
-    files: dict[str, Path] = {}
-    for d in roots:
-        d = d / PARTS if (d / PARTS).is_dir() else d
-        for p in d.glob("*.npz"):
-            files.setdefault(p.name, p)
+    files = _part_files(roots)
     ds = dataclasses.replace(
         dedup(concat([read_shard(files[name]) for name in sorted(files)])), device=fingerprint
     )
@@ -522,11 +529,7 @@ def _spread(pairs: Sequence[tuple[float, float]]) -> dict[str, Any]:
 def _occurrences(folders: Sequence[str | os.PathLike]) -> dict[str, list[tuple[str, float]]]:
     """``{kernel_hash: [(part name, label ns), ...]}`` over the parts of collect folders (a part
     present in two folders read once, as `merge` does)."""
-    files: dict[str, Path] = {}
-    for folder in map(Path, folders):
-        d = folder / PARTS if (folder / PARTS).is_dir() else folder
-        for p in d.glob("*.npz"):
-            files.setdefault(p.name, p)
+    files = _part_files(folders)
     if not files:
         raise FileNotFoundError(f"no collected parts ({PARTS}/*.npz) in {', '.join(map(str, folders))}")
     found: dict[str, list[tuple[str, float]]] = {}
