@@ -124,6 +124,44 @@ def test_early_stopping(toy):
     assert r.best_epoch == n - 1  # stopped after one epoch without improvement
 
 
+def test_lstm_batches_group_similar_lengths_and_stay_a_pure_function_of_the_rng():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 1500, 1000) ** np.where(rng.random(1000) < 0.9, 0.4, 1.0)
+    order = kernel.length_grouped_order(
+        np.random.default_rng(1).permutation(1000), lengths, 64, np.random.default_rng(2)
+    )
+    assert sorted(order.tolist()) == list(range(1000))  # every example once
+    again = kernel.length_grouped_order(
+        np.random.default_rng(1).permutation(1000), lengths, 64, np.random.default_rng(2)
+    )
+    assert np.array_equal(order, again)
+
+    def padded(o):  # what the LSTM pads to: each batch's longest example, for each of its slots
+        return sum(lengths[o[s : s + 64]].max() * len(o[s : s + 64]) for s in range(0, len(o), 64))
+
+    shuffled = np.random.default_rng(1).permutation(1000)
+    assert padded(order) < 0.5 * padded(shuffled), (padded(order), padded(shuffled))
+    # with windows of 4 batches (256 examples): the short batch (40) is the last window's longest,
+    # and stays last; the full ones come in a random order, not window after window
+    small = kernel.length_grouped_order(shuffled, lengths, 64, np.random.default_rng(2), window=4)
+    last_window = shuffled[768:]
+    assert set(small[960:].tolist()) == set(
+        last_window[np.argsort(lengths[last_window], kind="stable")][192:].tolist()
+    )
+    first_window = set(shuffled[:256].tolist())
+    assert [set(small[s : s + 64].tolist()) <= first_window for s in range(0, 256, 64)] != [True] * 4
+
+
+def test_only_the_lstm_task_reorders_training_batches(toy):
+    part = np.arange(40)
+    gnn_task = kernel.KernelTask.fit(toy, part, ModelConfig(kind="gnn"))
+    lstm_task = kernel.KernelTask.fit(toy, part, ModelConfig(kind="lstm"))
+    plain = np.random.default_rng(5).permutation(40)
+    assert np.array_equal(gnn_task.train_order(part, np.random.default_rng(5), 8), plain)
+    grouped = lstm_task.train_order(part, np.random.default_rng(5), 8)
+    assert not np.array_equal(grouped, plain) and sorted(grouped.tolist()) == part.tolist()
+
+
 def test_predict_keeps_order_and_is_batch_independent(toy):
     r_model = make_model(SMOKE.model, 0)
     norm = kernel.TargetNorm(7.0, 2.0)

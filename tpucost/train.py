@@ -58,6 +58,9 @@ class Task(Protocol):
 
     A task may also define ``eval_order(part) -> np.ndarray``: the order in which to batch the
     validation examples (e.g. by size, for less padding); without it they go in ``part`` order.
+    And ``train_order(part, rng, batch_size) -> np.ndarray``: an epoch's order of the training
+    examples, drawn from ``rng`` only (so a resumed run gets the same order); without it, a
+    random permutation.
     When ``metadata()`` holds ``"features"`` (a `FeatureSpec` dict), the model config's feature
     spec must equal it.
     """
@@ -265,12 +268,19 @@ def _eval_order(task: Task, part: np.ndarray) -> np.ndarray:
     return np.asarray(order(part)) if order is not None else np.arange(task.num_examples(part))
 
 
+def _train_order(task: Task, part: np.ndarray, rng: np.random.Generator, batch_size: int) -> np.ndarray:
+    order = getattr(task, "train_order", None)
+    if order is not None:
+        return np.asarray(order(part, rng, batch_size))
+    return rng.permutation(task.num_examples(part))
+
+
 def _train_epoch(
     steps: _Steps, task: Task, config: TrainConfig, state: checkpoint.TrainState, train_part: np.ndarray
 ) -> float:
     """One epoch over ``train_part`` in the epoch's order; updates ``state``; the mean step loss."""
     rng, key = _epoch_rng(config.seed, state.epoch)
-    order = rng.permutation(task.num_examples(train_part))
+    order = _train_order(task, train_part, rng, config.batch_size)
     losses = []
     for s, batch in enumerate(task.batches(train_part, config.batch_size, steps.mesh.size, order)):
         state.params, state.opt_state, loss = steps.train_step(

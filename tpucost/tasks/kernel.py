@@ -58,6 +58,7 @@ __all__ = [
     "TargetNorm",
     "KernelBatch",
     "KernelTask",
+    "length_grouped_order",
     "KernelModel",
     "SavedMethod",
     "predict_log_ns",
@@ -171,6 +172,30 @@ class KernelData(Protocol):
     def graph(self, i: int) -> KernelGraph: ...
 
 
+def length_grouped_order(
+    order: np.ndarray, lengths: np.ndarray, batch_size: int, rng: np.random.Generator, window: int = 32
+) -> np.ndarray:
+    """``order`` rearranged so each batch of ``batch_size`` holds examples of similar length.
+
+    ``order`` (a random permutation of ``range(len(lengths))``) is cut into windows of ``window``
+    batches; each window is sorted by length and cut into batches, and the full batches of all
+    windows are shuffled with ``rng`` (the one short batch, if any, stays last, so batches are
+    still consecutive runs of ``batch_size``). Batches stay random in which examples meet and in
+    what order they come, but a batch pads to a length near its own examples', not to the
+    longest of a random draw. A permutation of ``order``.
+    """
+    order = np.asarray(order)
+    lengths = np.asarray(lengths)
+    span = window * batch_size
+    grouped = np.concatenate(
+        [c[np.argsort(lengths[c], kind="stable")] for c in np.split(order, range(span, len(order), span))]
+        or [order]
+    )
+    full = len(grouped) // batch_size
+    batches = grouped[: full * batch_size].reshape(full, batch_size)[rng.permutation(full)]
+    return np.concatenate([batches.reshape(-1), grouped[full * batch_size :]])
+
+
 @dataclasses.dataclass
 class KernelTask:
     """The kernel task for `tpucost.train.train_and_evaluate` (see `tpucost.train.Task`).
@@ -204,6 +229,16 @@ class KernelTask:
     def eval_order(self, part: np.ndarray) -> np.ndarray:
         """Kernels by size (stable): similar sizes share a batch, so batches carry less padding."""
         return np.argsort([self.dataset.graph(int(i)).num_nodes for i in part], kind="stable")
+
+    def train_order(self, part: np.ndarray, rng: np.random.Generator, batch_size: int) -> np.ndarray:
+        """An epoch's order of the kernels ``part``: a random permutation; for the LSTM, one whose
+        batches hold kernels of similar length (`length_grouped_order`), since each LSTM batch
+        is padded to its longest kernel."""
+        order = rng.permutation(len(part))
+        if not self.with_sequences:
+            return order
+        lengths = np.array([self.dataset.graph(int(i)).num_nodes for i in np.asarray(part)])
+        return length_grouped_order(order, lengths, batch_size, rng)
 
     def batches(
         self, part: np.ndarray, batch_size: int, num_devices: int, order: np.ndarray
