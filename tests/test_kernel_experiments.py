@@ -69,3 +69,27 @@ def test_the_learning_curve_command_prints_its_summary(tiny_kernels, tmp_path, c
         ]
     )
     assert code == 0 and json.loads(capsys.readouterr().out)["points"][0]["fraction"] == 1.0
+
+
+def test_experiment_tables_show_both_experiments_from_their_summaries(tiny_kernels, tmp_path):
+    from tpucost import results
+
+    config, methods = train.TrainConfig.smoke(), ("analytical",)
+    logo = kernel_experiments.leave_group_out(
+        tiny_kernels, tmp_path / results.LEAVE_GROUP_OUT_DIR, config, methods, GROUPS, progress=False
+    )
+    curve = kernel_experiments.learning_curve(
+        tiny_kernels, tmp_path / results.LEARNING_CURVE_DIR, (0.5, 1.0), config, methods, progress=False
+    )
+    text = results.checkpoint_tables(tmp_path)
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    for group, figures in logo["groups"].items():
+        mape = figures["analytical"]["mape_ge5us"]
+        assert f"{mape:.1f} / {figures['analytical']['kendall_median']:.3f}" in rows[group]
+    assert f"**{logo['analytical']['mean_mape_ge5us']:.1f}**" in rows["**mean**"]
+    assert f"({logo['analytical']['worst_group']})" in rows["worst"]
+    for point in curve["points"]:
+        row = rows[f"{point['train_programs']:,} ({point['fraction']:g})"]
+        assert (
+            f"{point['analytical']['mape_ge5us']:.1f} / " in row and f"| {point['train_kernels']:,} |" in row
+        )

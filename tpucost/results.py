@@ -23,10 +23,13 @@ from tpucost.data import tile as tile_data
 from tpucost.evaluate import THRESHOLD_NS
 from tpucost.files import read_json_object
 from tpucost.tasks.kernel import EVALUATION_FILE, METHODS
+from tpucost.tasks.kernel_experiments import LEARNING_CURVE_FILE, LEAVE_GROUP_OUT_FILE
 
 __all__ = [
     "TOTALS_FILE",
     "checkpoint_tables",
+    "leave_group_out_table",
+    "learning_curve_table",
     "kernel_results_table",
     "whole_program_table",
     "tile_results_table",
@@ -37,6 +40,10 @@ __all__ = [
 
 #: Written by ``python -m tpucost evaluate --task kernel --split S --totals N --json``, one per split.
 TOTALS_FILE = "program_totals.json"
+#: Sub-folders of an experiment folder that `checkpoint_tables` reads, beside ``kernel-<split>/``:
+#: the outputs of ``experiment leave-group-out --out DIR/leave-group-out`` and ``experiment
+#: learning-curve --out DIR/learning-curve``.
+LEAVE_GROUP_OUT_DIR, LEARNING_CURVE_DIR = "leave-group-out", "learning-curve"
 #: What each tile model's loss is, for the tile table.
 TILE_MODEL_LABELS = {
     "gnn_rank": "gnn_rank (pairwise hinge)",
@@ -122,11 +129,66 @@ def _search_table(search: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _mape_tau(figures: Mapping[str, Any]) -> str:
+    """``MAPE / tau`` of one method's figures (``-`` where a part has no kernel >= 5 us)."""
+    mape, tau = figures.get("mape_ge5us"), figures.get("kendall_median")
+    return f"{'-' if mape is None else f'{mape:.1f}'} / {'-' if tau is None else f'{tau:.3f}'}"
+
+
+def _methods_of(rows: list[Mapping[str, Any]]) -> list[str]:
+    return [m for m in METHODS if rows and m in rows[0]]
+
+
+def leave_group_out_table(summary: Mapping[str, Any]) -> str:
+    """Leave-one-group-out (``leave_group_out.json`` of ``experiment leave-group-out``): per family
+    group held out, the training kernels left, its test programs, and each method's MAPE >= 5 us
+    and median Kendall tau on it; then each method's mean and worst group."""
+    groups = summary["groups"]
+    methods = _methods_of(list(groups.values()))
+    out = _header(
+        ["group held out", "families", "training kernels", "test programs"]
+        + [f"{m}: MAPE >=5us / tau" for m in methods]
+    )
+    for name, g in groups.items():
+        out.append(
+            _row(
+                [name, str(len(g["families"])), f"{g['train_kernels']:,}", f"{g['test_programs']:,}"]
+                + [_mape_tau(g[m]) for m in methods]
+            )
+        )
+    out.append(_row(["**mean**", "", "", ""] + [f"**{summary[m]['mean_mape_ge5us']:.1f}**" for m in methods]))
+    out.append(
+        _row(
+            ["worst", "", "", ""]
+            + [f"{summary[m]['worst_mape_ge5us']:.1f} ({summary[m]['worst_group']})" for m in methods]
+        )
+    )
+    return "\n".join(out)
+
+
+def learning_curve_table(summary: Mapping[str, Any]) -> str:
+    """The learning curve (``learning_curve.json`` of ``experiment learning-curve``): per part of
+    the random split's training programs, the kernels they ran and each method's MAPE >= 5 us and
+    median Kendall tau on the same unseen test kernels."""
+    points = summary["points"]
+    methods = _methods_of(points)
+    out = _header(["training programs", "training kernels"] + [f"{m}: MAPE >=5us / tau" for m in methods])
+    for p in points:
+        out.append(
+            _row(
+                [f"{p['train_programs']:,} ({p['fraction']:g})", f"{p['train_kernels']:,}"]
+                + [_mape_tau(p[m]) for m in methods]
+            )
+        )
+    return "\n".join(out)
+
+
 def checkpoint_tables(checkpoints_dir: str | os.PathLike | None = None) -> str:
     """The Markdown result tables of an experiment folder of checkpoints (default: the bundled
     ones; its README shows them), from the files the training commands wrote: the hyperparameter
-    search (``hparam_search.json``), each split's ``kernel-<split>/evaluation.json``, then the
-    whole programs (``kernel-<split>/program_totals.json``)."""
+    search (``hparam_search.json``), each split's ``kernel-<split>/evaluation.json``, the
+    leave-one-group-out and learning-curve summaries (`LEAVE_GROUP_OUT_DIR`, `LEARNING_CURVE_DIR`),
+    then the whole programs (``kernel-<split>/program_totals.json``)."""
     root = _root(checkpoints_dir)
     parts = []
     if (root / "hparam_search.json").exists():
@@ -135,6 +197,16 @@ def checkpoint_tables(checkpoints_dir: str | os.PathLike | None = None) -> str:
         path = root / f"kernel-{split}" / EVALUATION_FILE
         if path.exists():
             parts.append(_split_tables(read_json_object(path)))
+    logo = root / LEAVE_GROUP_OUT_DIR / LEAVE_GROUP_OUT_FILE
+    if logo.is_file():
+        parts.append("## Leave one group of families out\n\n" + leave_group_out_table(read_json_object(logo)))
+    curve = root / LEARNING_CURVE_DIR / LEARNING_CURVE_FILE
+    if curve.is_file():
+        summary = read_json_object(curve)
+        parts.append(
+            f"## Learning curve (random split; the same unseen test kernels of {summary['test_programs']} "
+            "test programs at every size)\n\n" + learning_curve_table(summary)
+        )
     if any((root / f"kernel-{split}" / TOTALS_FILE).is_file() for split in kernel_data.SPLITS):
         parts.append(
             "## Whole programs\n\n"
