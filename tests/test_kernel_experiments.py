@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tpucost import cli, train
+from tpucost import cli, results, train
 from tpucost.tasks import kernel_experiments
 
 pytestmark = pytest.mark.slow  # trains models
@@ -72,8 +72,6 @@ def test_the_learning_curve_command_prints_its_summary(tiny_kernels, tmp_path, c
 
 
 def test_experiment_tables_show_both_experiments_from_their_summaries(tiny_kernels, tmp_path):
-    from tpucost import results
-
     config, methods = train.TrainConfig.smoke(), ("analytical",)
     logo = kernel_experiments.leave_group_out(
         tiny_kernels, tmp_path / results.LEAVE_GROUP_OUT_DIR, config, methods, GROUPS, progress=False

@@ -226,9 +226,13 @@ class KernelTask:
     def num_examples(self, part: Sequence[int]) -> int:
         return len(part)
 
+    def _num_nodes(self, part: np.ndarray) -> np.ndarray:
+        """int[len(part)]: each kernel's node count (what its batch is padded for)."""
+        return np.array([self.dataset.graph(int(i)).num_nodes for i in np.asarray(part)], dtype=np.int64)
+
     def eval_order(self, part: np.ndarray) -> np.ndarray:
         """Kernels by size (stable): similar sizes share a batch, so batches carry less padding."""
-        return np.argsort([self.dataset.graph(int(i)).num_nodes for i in part], kind="stable")
+        return np.argsort(self._num_nodes(part), kind="stable")
 
     def train_order(self, part: np.ndarray, rng: np.random.Generator, batch_size: int) -> np.ndarray:
         """An epoch's order of the kernels ``part``: a random permutation; for the LSTM, one whose
@@ -237,8 +241,7 @@ class KernelTask:
         order = rng.permutation(len(part))
         if not self.with_sequences:
             return order
-        lengths = np.array([self.dataset.graph(int(i)).num_nodes for i in np.asarray(part)])
-        return length_grouped_order(order, lengths, batch_size, rng)
+        return length_grouped_order(order, self._num_nodes(part), batch_size, rng)
 
     def batches(
         self, part: np.ndarray, batch_size: int, num_devices: int, order: np.ndarray
