@@ -264,6 +264,20 @@ def test_tile_model_prefers_fewer_steps_when_steps_are_expensive():
 
 
 @pytest.mark.measures
+def test_a_grid_step_of_the_xla_loop_costs_a_fraction_of_an_interpreted_one(tmp_path, monkeypatch):
+    """Why the CPU labels use the XLA loop: Pallas' interpret mode copies the 1 MiB operand on every
+    step of the micro-benchmark, the XLA loop slices one block (measured: tens of us against about
+    one). Each lowering has its own cache file."""
+    monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
+    analytical.step_overhead_ns.cache_clear()
+    loop = analytical.step_overhead_ns(repeats=3, lowering="xla_loop")
+    interpreted = analytical.step_overhead_ns(repeats=3, lowering="pallas")
+    analytical.step_overhead_ns.cache_clear()
+    assert loop < interpreted / 5, (loop, interpreted)
+    assert {p.name.split("-")[2] for p in tmp_path.glob("step-overhead-*.json")} == {"xla_loop", "pallas"}
+
+
+@pytest.mark.measures
 def test_step_overhead_is_measured_once_per_device_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
     analytical.step_overhead_ns.cache_clear()

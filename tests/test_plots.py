@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 import dataclasses  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from tpucost import plots  # noqa: E402
@@ -197,4 +198,13 @@ def test_feature_heatmap_names_features_on_rows_at_a_legible_size():
     assert rows == nonzero  # every non-zero feature named, in order
     assert min(t.get_fontsize() for t in ax.get_yticklabels()) >= 8
     assert len(ax.get_xticklabels()) == len(graph.opcodes)
+    plt.close("all")
+
+
+def test_overhead_shares_draws_one_series_per_lowering_in_percent():
+    ax = plots.overhead_shares([4, 16, 64], {"pallas": [0.5, 0.7, 0.9], "xla_loop": [0.05, 0.1, 0.2]})
+    series = ax.collections
+    assert len(series) == 2 and ax.get_xscale() == "log"
+    np.testing.assert_allclose(series[1].get_offsets()[:, 1], [5.0, 10.0, 20.0])
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["pallas", "xla_loop"]
     plt.close("all")

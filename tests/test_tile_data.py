@@ -22,6 +22,7 @@ import pytest
 from conftest import pretend_another_machine, rand_graph
 
 from tpucost import cli, device, features, files, tpugraphs
+from tpucost import tiles as real_tiles
 from tpucost.data import collection, tile_collection
 from tpucost.data import tile as tile_data
 from tpucost.data.tile import MISSING, TileProblem
@@ -46,7 +47,13 @@ BLOCKS = (8, 16, 32)
 
 def make_fake_tiles() -> types.SimpleNamespace:
     """A stand-in for `tpucost.tiles` with its API; ``fake.measured`` lists every measured problem."""
-    fake = types.SimpleNamespace(TILE_FAMILIES=FAKE_FAMILIES, measured=[], fail_on=None)
+    fake = types.SimpleNamespace(
+        TILE_FAMILIES=FAKE_FAMILIES,
+        measured=[],
+        lowerings=[],
+        fail_on=None,
+        tile_lowering=real_tiles.tile_lowering,
+    )
     fake.CONFIG_FEATURE_NAMES = ("log_block0", "log_block1", "log_block2", "log_problem", "log_grid")
 
     def family(name):
@@ -85,8 +92,9 @@ def make_fake_tiles() -> types.SimpleNamespace:
             kind="fake",
         )
 
-    def measure_configs(name, shape, dtype, configs, repeats=5, warmup=1):
+    def measure_configs(name, shape, dtype, configs, repeats=5, warmup=1, lowering=None):
         fake.measured.append(tile_data.problem_key(name, shape, dtype))
+        fake.lowerings.append(lowering)
         if fake.fail_on is not None:
             fake.fail_on(len(fake.measured))
         return [100.0 + math.prod(shape) / math.prod(c.values()) * 7 + grid(shape, c) for c in configs]
@@ -331,6 +339,8 @@ def test_select_configs_keeps_extremes_and_spreads(fake):
     assert keep == [c for c in configs if c in keep]  # legal_configs order
     volumes = sorted(math.prod(c.values()) for c in keep)
     assert len(set(volumes)) >= 4  # spread over the range of block volumes, not clustered
+    # pairs of equal volume and another shape, which a ranking by volume cannot order
+    assert len(volumes) - len(set(volumes)) == 2
     other = tile_collection.select_configs(
         configs, 6, tile_data.problem_key("matmul", (32, 32, 32), "bfloat16")
     )
@@ -490,6 +500,35 @@ def test_one_device_per_folder_and_per_merge(fake, tmp_path, monkeypatch):
     (tmp_path / "there" / "device.json").unlink()
     with pytest.raises(ValueError, match="device.json"):
         tile_collection.merge_tiles([tmp_path / "here", tmp_path / "there"], tmp_path / "merged")
+
+
+def test_a_folder_holds_one_lowering_and_the_data_set_records_it(fake, tmp_path):
+    """The lowering reaches every measurement, the log's start line and the data set's schema; a
+    folder (or a merge) of another lowering's labels is refused."""
+    ds = tile_collection.collect_tiles(tmp_path / "loop", 2, lowering="xla_loop", **KW)
+    assert fake.lowerings == ["xla_loop", "xla_loop"] and ds.lowering == "xla_loop"
+    assert tile_data.load_tile_dataset(tmp_path / "loop").lowering == "xla_loop"
+    assert json.loads((tmp_path / "loop" / "schema.json").read_text())["lowering"] == "xla_loop"
+    with pytest.raises(ValueError, match="'xla_loop' tile lowering, not 'pallas'"):
+        tile_collection.collect_tiles(tmp_path / "loop", 3, lowering="pallas", **KW)
+    tile_collection.collect_tiles(tmp_path / "pallas", 2, shard=(1, 2), lowering="pallas", **KW)
+    with pytest.raises(ValueError, match="mixes tile lowerings"):
+        tile_collection.merge_tiles([tmp_path / "loop", tmp_path / "pallas"], tmp_path / "merged")
+    with pytest.raises(ValueError, match="unknown tile lowering"):
+        tile_collection.collect_tiles(tmp_path / "other", 1, lowering="mosaic", **KW)
+
+
+def test_a_data_set_written_before_lowerings_is_a_pallas_one(tmp_path):
+    ds = synthetic()
+    tile_data.save_tile_dataset(ds, tmp_path)
+    schema = json.loads((tmp_path / "schema.json").read_text())
+    del schema["lowering"]
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    assert tile_data.load_tile_dataset(tmp_path).lowering == "pallas"
+    schema["lowering"] = "mosaic"
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    with pytest.raises(ValueError, match="field 'lowering'"):
+        tile_data.load_tile_dataset(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------- splits

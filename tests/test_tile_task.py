@@ -11,10 +11,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tpucost import checkpoint, device, evaluate, models, tiles, train
+from tpucost import checkpoint, device, evaluate, models, results, tiles, train
 from tpucost.data import tile as tile_data
 from tpucost.models import ModelConfig
 from tpucost.tasks import tile as tile_task
+from tpucost.tasks import tile_experiments
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -40,8 +41,12 @@ def _runtime(family, shape, config):
 
 @pytest.fixture(scope="module")
 def dataset():
+    return _dataset(SHAPES)
+
+
+def _dataset(shapes_of: dict) -> tile_data.TileDataset:
     problems = []
-    for family, shapes in SHAPES.items():
+    for family, shapes in shapes_of.items():
         for shape in shapes:
             configs = tiles.legal_configs(family, shape)[:12]
             problems.append(
@@ -175,7 +180,7 @@ def test_cli_train_evaluate_suggest(dataset, tmp_path, capsys):
         == 0
     )
     table = json.loads(capsys.readouterr().out)
-    assert set(table) == {"gnn_rank", "gnn_mse", "analytical", "random"}
+    assert set(table) == {"gnn_rank", "gnn_mse", "analytical", "largest_block", "fewest_steps", "random"}
     assert {"kendall_mean", "top1", "top5", "top10"} <= set(table["gnn_rank"])
     assert (
         cli.main(
@@ -282,7 +287,12 @@ def test_seed_spread_trains_every_loss_per_split_seed(dataset, tmp_path):
     config = dataclasses.replace(_config(dataset), epochs=1)
     report = tile_task.seed_spread(dataset, [0, 1], tmp_path / "seeds.json", config=config, progress=False)
     assert [r["split_seed"] for r in report["runs"]] == [0, 1]
-    assert set(report["summary"]) == {*tile_task.MODEL_NAMES.values(), "analytical", "random"}
+    assert set(report["summary"]) == {
+        *tile_task.MODEL_NAMES.values(),
+        "analytical",
+        *tile_task.HEURISTICS,
+        "random",
+    }
     for name, metrics in report["summary"].items():
         values = [r["results"][name]["kendall_mean"] for r in report["runs"]]
         assert metrics["kendall_mean"]["min"] == min(values) and metrics["kendall_mean"]["max"] == max(values)
@@ -307,6 +317,34 @@ def test_fewest_steps_scores_rank_the_largest_blocks_first(dataset):
     assert evaluate.ranking_metrics(scores, runtimes)["kendall_mean"] > 0.5
 
 
+def test_largest_block_scores_put_the_largest_volume_first_and_tie_equal_volumes(dataset):
+    part = list(range(len(dataset)))
+    scores = tile_task.largest_block_scores(dataset, part)
+    for i, s in zip(part, scores, strict=True):
+        volume = np.array([np.prod(list(c.values()), dtype=np.float64) for c in dataset.configs(i)])
+        np.testing.assert_allclose(s, -np.log(volume))
+        assert int(np.argmin(s)) == int(np.argmax(volume))
+        same = volume[:, None] == volume[None, :]
+        assert np.array_equal(np.isclose(s[:, None], s[None, :]), same)  # equal volume: a tie
+
+
+def test_table_3_has_both_heuristics_beside_the_models(dataset, split, tmp_path):
+    """`evaluate_tile_models` reports ``largest_block`` and ``fewest_steps`` on the same test kernels
+    as the models, computed by the same metric from the heuristics' scores."""
+    config = dataclasses.replace(_config(dataset), epochs=1)
+    tile_task.train_tile_models(
+        dataset, "random", tmp_path, config=config, loss_names=["hinge"], progress=False
+    )
+    table = tile_task.evaluate_tile_models(dataset, "random", tmp_path)
+    assert {"gnn_rank", "analytical", "largest_block", "fewest_steps", "random"} <= set(table)
+    test = [int(i) for i in tile_data.split(dataset, "random").test]
+    runtimes = [dataset.runtime_ns(i) for i in test]
+    for name, scores in tile_task.HEURISTICS.items():
+        assert table[name] == evaluate.ranking_metrics(scores(dataset, test), runtimes)
+    # The synthetic runtimes grow with the steps: the heuristics rank far better than random.
+    assert table["fewest_steps"]["kendall_mean"] > table["random"]["kendall_mean"] + 0.3
+
+
 def test_seed_runs_are_the_runs_behind_seed_summary():
     runs = tile_task.seed_runs()
     summary = tile_task.seed_summary()
@@ -316,3 +354,57 @@ def test_seed_runs_are_the_runs_behind_seed_summary():
     for model, value in means.items():
         assert value == pytest.approx(summary.loc[model, "Kendall mean"])
     assert tile_task.seed_runs("/nonexistent/tile_seeds.json") is None
+
+
+@pytest.mark.measures
+def test_cli_data_overhead_reports_a_share_per_problem_measured_here(dataset, tmp_path, capsys):
+    import json
+
+    from tpucost import cli
+
+    data_dir = tile_data.save_tile_dataset(dataset, tmp_path / "tiles")
+    argv = ["data", "overhead", str(data_dir), "--sample", "2", "--repeats", "1", "--all-cores", "--json"]
+    assert cli.main([*argv, "--no-progress", "--lowering", "xla_loop"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sample"] == 2 and report["lowering"] == "xla_loop" and len(report["problems"]) == 2
+    assert report["device"]["id"] == device.fingerprint()["id"]
+    medians = [p["median_share"] for p in report["problems"]]
+    assert report["median_of_problem_medians"] == pytest.approx(float(np.median(medians)))
+    assert all(0 < m < 3 for m in medians) and all(
+        p["problem"] in set(dataset.problem_id) for p in report["problems"]
+    )
+    assert cli.main(["data", "overhead", str(tmp_path / "nothing"), "--all-cores"]) == 2
+    assert "no tile data set" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_leave_family_out_holds_each_family_out_scores_like_table_3_and_resumes(tmp_path, monkeypatch):
+    ds = _dataset({**SHAPES, "reduce": [(64, 512), (128, 256), (32, 1024), (64, 256)]})
+    config = dataclasses.replace(_config(ds), epochs=1)
+    summary = tile_experiments.leave_family_out(ds, tmp_path, ["hinge"], config=config, progress=False)
+    families = summary["families"]
+    assert list(families) == ["matmul", "reduce", "softmax"]
+    for family, rows in families.items():
+        split = tile_experiments.family_split(ds, family)
+        assert set(ds.family[split.test]) == {family}
+        assert family not in set(ds.family[split.train]) | set(ds.family[split.val])
+        assert {"gnn_rank", "analytical", "largest_block", "fewest_steps", "random"} <= set(rows)
+        assert rows["gnn_rank"]["n_kernels"] == len(split.test)
+        runtimes = [ds.runtime_ns(int(i)) for i in split.test]
+        heuristic = tile_task.largest_block_scores(ds, [int(i) for i in split.test])
+        assert rows["largest_block"] == evaluate.ranking_metrics(heuristic, runtimes)
+    for row, metrics in summary["mean"].items():
+        assert metrics["kendall_mean"] == pytest.approx(
+            np.mean([families[f][row]["kendall_mean"] for f in families])
+        )
+        worst = summary["worst"][row]
+        assert worst["kendall_mean"] == min(families[f][row]["kendall_mean"] for f in families)
+    table = results.tile_leave_family_out_table(summary)
+    assert "largest block first" in table and f"{summary['mean']['gnn_rank']['kendall_mean']:.3f}" in table
+
+    # Resumed: the finished families are read back, nothing is trained again.
+    monkeypatch.setattr(tile_task, "train_tile_model", lambda *a, **k: pytest.fail("trained again"))
+    again = tile_experiments.leave_family_out(ds, tmp_path, ["hinge"], config=config, progress=False)
+    assert again["mean"] == summary["mean"]
+    with pytest.raises(ValueError, match="two others"):
+        tile_experiments.family_split(_dataset(SHAPES), "matmul")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import jax
 import numpy as np
 import pytest
 
-from tpucost import features, tiles
+from tpucost import backends, features, tiles
+from tpucost.tiles import lowering
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -51,15 +53,17 @@ def references():
     return out
 
 
+@pytest.mark.parametrize("lowering", tiles.LOWERINGS)
 @pytest.mark.parametrize("name", list(SMALL))
-def test_kernel_matches_reference_for_smallest_and_largest_blocks(name, references):
+def test_kernel_matches_reference_for_smallest_and_largest_blocks(name, lowering, references):
+    """Both lowerings of one body (`tpucost.tiles.lowering`) compute the jax.numpy reference."""
     shape = SMALL[name]
     configs = tiles.legal_configs(name, shape)
     assert len(configs) >= 2
     expected = references[name]
     assert np.isfinite(expected).all() and np.abs(expected).max() > 0.1
     for config in (configs[0], configs[-1]):
-        fn, args = tiles.build(name, shape, "float32", config)
+        fn, args = tiles.build(name, shape, "float32", config, lowering=lowering)
         got = np.asarray(jax.jit(fn)(*args))
         assert got.shape == expected.shape and got.dtype == expected.dtype
         np.testing.assert_allclose(
@@ -269,7 +273,7 @@ def test_tile_cost_reduce_and_attention():
 
 def test_config_features_fixed_width_finite_and_informative():
     width = len(tiles.CONFIG_FEATURE_NAMES)
-    assert width == len(set(tiles.CONFIG_FEATURE_NAMES)) == 27
+    assert width == len(set(tiles.CONFIG_FEATURE_NAMES)) == 28
     for name, shape in SMALL.items():
         configs = tiles.legal_configs(name, shape)
         feats = np.stack([tiles.config_features(name, shape, "float32", c) for c in configs])
@@ -353,3 +357,67 @@ def test_sample_shapes_deterministic_and_rich():
     tpu = tiles.sample_shapes("matmul", 3, np.random.default_rng(3), backend="tpu")
     assert len(tpu) == 3 and all(min(s) >= 4 * 64 and all(d % 4 == 0 for d in s) for s in tpu)  # x4 on TPU
     assert max(max(s) for s in a) <= 512 < max(max(s) for s in tpu)
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_overhead_kernel_keeps_the_grid_and_operands_but_drops_the_arithmetic(name):
+    """The overhead kernel of `tpucost.tiles.overhead` runs the same loop over the same operands as
+    the kernel (same output shape; every argument still read), without the family's arithmetic:
+    its optimized HLO has no dot or transcendental the kernel has."""
+    shape = SMALL[name]
+    config = tiles.legal_configs(name, shape)[0]
+    fn, args = tiles.build(name, shape, "float32", config)
+    empty, empty_args = tiles.overhead_kernel(name, shape, "float32", config)
+    assert all(np.array_equal(a, b) for a, b in zip(args, empty_args, strict=True))
+    assert jax.eval_shape(empty, *args).shape == jax.eval_shape(fn, *args).shape
+    real_hlo = jax.jit(fn).lower(*args).compile().as_text()
+    empty_hlo = jax.jit(empty).lower(*args).compile().as_text()
+    assert "while(" in empty_hlo  # the grid is still a loop
+    for op in (" dot(", " exponential(", " rsqrt(", " tanh("):
+        if op in real_hlo and name != "conv":  # conv's im2col stays outside the pallas_call
+            assert op not in empty_hlo, (name, op)
+    # Every operand still reaches the loop: changing any argument changes the overhead kernel's output.
+    # (conv's x: the first element of each im2col block is the zero padding left of an image row.)
+    base = np.asarray(jax.jit(empty)(*args))
+    for i in range(1 if name == "conv" else 0, len(args)):
+        changed = list(args)
+        changed[i] = args[i] + 1
+        assert not np.array_equal(np.asarray(jax.jit(empty)(*changed)), base), (name, i)
+
+
+def test_step_overhead_share_is_measured_per_config():
+    """A share is overhead kernel / kernel, both measured in the same call: positive, and for a
+    reduction (no arithmetic to speak of) not far from the kernel's own time."""
+    configs = tiles.legal_configs("reduce", SMALL["reduce"])[:2]
+    shares = tiles.step_overhead_shares("reduce", SMALL["reduce"], "float32", configs, repeats=3)
+    assert shares.shape == (2,) and shares.dtype == np.float64
+    assert np.all(shares > 0.05) and np.all(np.isfinite(shares))
+
+
+def _copies_of_whole_operands(hlo: str, shape: tuple[int, ...]) -> int:
+    """``copy`` instructions of an f32 array of ``shape`` in optimized HLO text."""
+    dims = ",".join(map(str, shape))
+    return len(re.findall(rf"= f32\[{dims}\]\{{[0-9,]*\}} copy\(", hlo))
+
+
+def test_the_xla_loop_moves_blocks_where_the_interpreter_copies_whole_operands():
+    """Why there are two lowerings: on XLA:CPU, Pallas' interpret mode copies the whole operand on
+    every grid step (copies of the full array inside its while loop); the XLA loop does not."""
+    shape, config = (256, 1024), {"br": 8, "bc": 128}
+    counts = {}
+    for name in tiles.LOWERINGS:
+        fn, args = tiles.build("reduce", shape, "float32", config, lowering=name)
+        counts[name] = _copies_of_whole_operands(jax.jit(fn).lower(*args).compile().as_text(), shape)
+    assert counts["xla_loop"] == 0 and counts["pallas"] >= 1, counts
+
+
+def test_tile_lowering_defaults_to_the_backend_and_refuses_unknown_names():
+    assert tiles.tile_lowering("cpu") == backends.backend("cpu").tile_lowering
+    assert tiles.tile_lowering("cpu", "xla_loop") == "xla_loop"
+    with pytest.raises(ValueError, match="unknown tile lowering 'mosaic'"):
+        tiles.tile_lowering("cpu", "mosaic")
+    ref = lowering.BlockRef(np.zeros((2, 3), np.float32))
+    ref[...] = 1  # broadcast and cast, as a Pallas ref store
+    assert ref[...].shape == (2, 3) and ref.dtype == np.float32 and float(ref[...].sum()) == 6.0
+    with pytest.raises(IndexError, match="read whole"):
+        ref[0]

@@ -76,6 +76,7 @@ from tpucost import backends, device, tiles
 from tpucost.features import NODE_FEATURE_NAMES, NUM_NODE_FEATURES, OPCODE_VOCAB, KernelGraph
 from tpucost.files import cache_dir, write_json_atomic
 from tpucost.measure import best_wall_time_ns, measure_kernels
+from tpucost.tiles import lowering as tile_lowering
 
 __all__ = [
     "ELEMENTWISE_OPS",
@@ -565,49 +566,54 @@ class AnalyticalModel:
 # ---------------------------------------------------------------------------------------------
 
 
-def _copy_kernel_s(rows: int, block_rows: int, repeats: int) -> float:
-    """Best wall time (s) of a Pallas copy of a float32[rows, 128] array in blocks of ``block_rows``."""
+def _copy_kernel_s(rows: int, block_rows: int, repeats: int, lowering: str) -> float:
+    """Best wall time (s) of a tiled copy of a float32[rows, 128] array in blocks of ``block_rows``,
+    run by the tile ``lowering`` (`tpucost.tiles.lowering`: a Pallas kernel or an XLA loop)."""
 
     def body(x_ref, o_ref):
         o_ref[...] = x_ref[...]
 
-    spec = pl.BlockSpec((block_rows, 128), lambda i: (i, 0))
-    fn = jax.jit(
-        pl.pallas_call(
+    block = tiles.Block("x", (rows, 128), (block_rows, 128), lambda i: (i, 0), "float32")
+    out = block._replace(name="out", is_output=True)
+    if lowering == "xla_loop":
+        plan = tiles.TilePlan((rows // block_rows,), ("parallel",), (block,), (out,), (), 0.0)
+        call = tile_lowering.loop_call(plan, body, jnp.float32)
+    else:
+        call = pl.pallas_call(
             body,
             grid=(rows // block_rows,),
-            in_specs=[spec],
-            out_specs=spec,
+            in_specs=[block.spec()],
+            out_specs=out.spec(),
             out_shape=jax.ShapeDtypeStruct((rows, 128), jnp.float32),
             interpret=tiles.interpret_mode(jax.default_backend()),
         )
-    )
-    return _best_time(fn, (jnp.ones((rows, 128), jnp.float32),), repeats)
+    return _best_time(jax.jit(call), (jnp.ones((rows, 128), jnp.float32),), repeats)
 
 
 @functools.cache
-def step_overhead_ns(repeats: int = 7) -> float:
-    """Measured cost of one grid step of a Pallas kernel beyond its work, in ns.
+def step_overhead_ns(repeats: int = 7, lowering: str | None = None) -> float:
+    """Measured cost of one grid step of a tile kernel beyond its work, in ns, under ``lowering``
+    (default: the backend's, `tpucost.tiles.tile_lowering`).
 
     A micro-benchmark, like the roofline's: the same 256 KiB copy as 1 block and as 256 blocks of
-    8 rows; the extra time per extra step is the overhead (on XLA:CPU's interpret mode, one
-    iteration of the grid's while loop with its dynamic slices; on TPU/GPU, the pipeline's per-step
-    cost). Measured once per device (`tpucost.device.fingerprint` id) and cached as JSON beside
-    the roofline (`default_cache_path(..., name="step-overhead")`), and per process.
+    8 rows; the extra time per extra step is the overhead (on XLA:CPU, one iteration of the grid's
+    while loop: in Pallas' interpret mode with its copies of whole operands, in the XLA loop with
+    its block slices; on TPU/GPU, the pipeline's per-step cost). Measured once per device
+    (`tpucost.device.fingerprint` id) and lowering, cached as JSON beside the roofline
+    (`default_cache_path(..., name="step-overhead-<lowering>")`), and per process.
     """
+    lowering = tiles.tile_lowering(None, lowering)
     backend, device_kind, device_id = _this_device()
-    path = default_cache_path(backend, device_kind, device_id, "step-overhead")
-    data = _read_cache(path, {"device_id": device_id, "repeats": repeats})
+    path = default_cache_path(backend, device_kind, device_id, f"step-overhead-{lowering}")
+    data = _read_cache(path, {"device_id": device_id, "repeats": repeats, "lowering": lowering})
     if data is not None and isinstance(data.get("step_overhead_ns"), (int, float)):
         return float(data["step_overhead_ns"])
-    one = _copy_kernel_s(2048, 2048, repeats)
-    many = _copy_kernel_s(2048, 8, repeats)
+    one = _copy_kernel_s(2048, 2048, repeats, lowering)
+    many = _copy_kernel_s(2048, 8, repeats, lowering)
     value = max(1e9 * (many - one) / 255.0, 0.0)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(
-        path,
-        {"version": _CACHE_VERSION, "device_id": device_id, "repeats": repeats, "step_overhead_ns": value},
-    )
+    record = {"device_id": device_id, "repeats": repeats, "lowering": lowering, "step_overhead_ns": value}
+    write_json_atomic(path, {"version": _CACHE_VERSION, **record})
     return value
 
 
@@ -630,8 +636,9 @@ class AnalyticalTileModel:
 
     Args:
       roofline: the device roofline (None: `calibrate`, cached).
-      step_ns: per-step overhead (None: `step_overhead_ns`).
+      step_ns: per-step overhead (None: `step_overhead_ns` under ``lowering``).
       scratchpad: working-set budget in bytes (None: `tpucost.backends.scratchpad_bytes`).
+      lowering: how the kernels it predicts run (`tpucost.tiles.lowering`; None: the backend's).
     """
 
     def __init__(
@@ -639,9 +646,10 @@ class AnalyticalTileModel:
         roofline: DeviceRoofline | None = None,
         step_ns: float | None = None,
         scratchpad: int | None = None,
+        lowering: str | None = None,
     ):
         self.roofline = roofline or calibrate()
-        self.step_ns = step_overhead_ns() if step_ns is None else float(step_ns)
+        self.step_ns = step_overhead_ns(lowering=lowering) if step_ns is None else float(step_ns)
         self.scratchpad = backends.scratchpad_bytes() if scratchpad is None else int(scratchpad)
 
     def predict_ns(

@@ -14,6 +14,9 @@ field                      meaning
 ``block_lane``             the alignment unit of a block's minor dim (the TPU's lane width,
                            applied on every backend so that block shapes mean the same)
 ``pallas_interpret``       whether Pallas kernels run in interpret mode (the only mode on CPU)
+``tile_lowering``          how `tpucost.tiles.build` runs a tile kernel by default: ``"pallas"``
+                           (``pallas_call``) or ``"xla_loop"`` (the same body as an XLA loop
+                           over the grid, `tpucost.tiles.lowering`)
 ``tile_size_scale``        how much larger, per dim, the tile families' sampled problems are
 ``compile_configurations`` the `tpucost.programs` configurations that set this backend's XLA
                            compile options (offered to the corpus and the autotuner when the
@@ -46,6 +49,7 @@ class Backend:
     scratchpad_bytes: int | None
     block_lane: int
     pallas_interpret: bool
+    tile_lowering: str
     tile_size_scale: int
     compile_configurations: tuple[str, ...]
     tested: bool
@@ -62,6 +66,7 @@ BACKENDS: dict[str, Backend] = {
         scratchpad_bytes=None,
         block_lane=128,
         pallas_interpret=True,
+        tile_lowering="xla_loop",  # Pallas' interpreter copies whole operands per step (tiles.overhead)
         tile_size_scale=1,
         compile_configurations=_CPU_CONFIGURATIONS,
         tested=True,
@@ -75,6 +80,7 @@ BACKENDS: dict[str, Backend] = {
         scratchpad_bytes=228 * 2**10,
         block_lane=128,
         pallas_interpret=True,
+        tile_lowering="pallas",
         tile_size_scale=1,
         compile_configurations=(),
         tested=False,
@@ -87,6 +93,7 @@ BACKENDS: dict[str, Backend] = {
         scratchpad_bytes=16 * 2**20,
         block_lane=128,
         pallas_interpret=False,
+        tile_lowering="pallas",
         tile_size_scale=4,
         compile_configurations=(),
         tested=False,

@@ -41,6 +41,7 @@ __all__ = [
     "program_kernels",
     "tile_landscape",
     "top_k_curves",
+    "overhead_shares",
     "plot_speedups",
     "plot_speedup_panels",
     "plot_progress",
@@ -554,6 +555,26 @@ def tile_landscape(
     ax.set_xlabel(f"block {x}")
     ax.set_ylabel(f"block {y}")
     ax.set_title(title or f"runtime over block shapes ({x} x {y})")
+    return ax
+
+
+def overhead_shares(
+    steps: Sequence[int],
+    shares: Mapping[str, Sequence[float]],
+    ax: plt.Axes | None = None,
+    title: str = "share of each configuration's runtime that the grid loop costs",
+) -> plt.Axes:
+    """Per-step overhead share (`tpucost.tiles.step_overhead_shares`, %) against the number of grid
+    steps, one marker series per tile lowering (``shares[lowering][i]`` for configuration i)."""
+    ax = _axes(ax, (7, 3.8))
+    for (name, values), marker in zip(shares.items(), ("o", "s", "^"), strict=False):
+        ax.scatter(steps, 100.0 * np.asarray(values, float), marker=marker, facecolors="none", label=name)
+    ax.axhline(20.0, color="grey", linestyle=":", linewidth=1, label="20%")
+    ax.set_xscale("log")
+    ax.set_xlabel("grid steps of the configuration (log scale)")
+    ax.set_ylabel("overhead kernel / kernel (%)")
+    ax.set_title(title)
+    ax.legend(title="lowering")
     return ax
 
 

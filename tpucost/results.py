@@ -51,6 +51,8 @@ TILE_MODEL_LABELS = {
     "gnn_listwise": "gnn_listwise (softmax)",
     "gnn_mse": "gnn_mse (regression)",
     "analytical": "analytical",
+    "largest_block": "largest block first (heuristic)",
+    "fewest_steps": "fewest grid steps (heuristic)",
     "random": "random ranking",
 }
 
@@ -164,6 +166,38 @@ def leave_group_out_table(summary: Mapping[str, Any]) -> str:
         )
     )
     return "\n".join(out)
+
+
+def tile_leave_family_out_table(summary: Mapping[str, Any]) -> str:
+    """Leave one tile family out (``leave_family_out.json`` of ``experiment tile-leave-family-out``):
+    per family held out, each row's Kendall tau on it; then each row's mean Kendall tau and mean
+    top-1 slowdown, and its worst family."""
+    families = summary["families"]
+    rows = list(summary["mean"])
+    out = _header(["model"] + list(families) + ["mean Kendall tau", "mean top-1 slowdown", "worst family"])
+    for r in rows:
+        w = summary["worst"][r]
+        out.append(
+            _row(
+                [TILE_MODEL_LABELS.get(r, r)]
+                + [f"{families[f][r]['kendall_mean']:.3f}" for f in families]
+                + [
+                    f"{summary['mean'][r]['kendall_mean']:.3f}",
+                    _percent(summary["mean"][r]["top1"]),
+                    f"{w['family']} ({w['kendall_mean']:.3f})",
+                ]
+            )
+        )
+    return "\n".join(out)
+
+
+#: The bundled summary of ``experiment tile-leave-family-out`` (a copy of its ``leave_family_out.json``).
+TILE_LEAVE_FAMILY_OUT_FILE = "tile_leave_family_out.json"
+
+
+def bundled_tile_leave_family_out_table(checkpoints_dir: str | os.PathLike | None = None) -> str:
+    """`tile_leave_family_out_table` of the bundled summary (``TILE_LEAVE_FAMILY_OUT_FILE``)."""
+    return tile_leave_family_out_table(read_json_object(_root(checkpoints_dir) / TILE_LEAVE_FAMILY_OUT_FILE))
 
 
 def learning_curve_table(summary: Mapping[str, Any]) -> str:
@@ -451,5 +485,6 @@ def readme_tables() -> dict[str, str]:
         "kernel results (Table 2)": kernel_results_table(),
         "whole programs": whole_program_table(),
         "tile results (Table 3)": tile_results_table(),
+        "tile leave-one-family-out": bundled_tile_leave_family_out_table(),
         "autotuning": autotune_results_table(),
     }

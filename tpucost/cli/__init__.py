@@ -24,7 +24,9 @@ Commands:
 
 The tile task (rank the block shapes of Pallas kernels; tpucost.tiles, tpucost.tasks.tile):
   collect --task tile --out DIR [--problems N] [--seed S] [--shard I/N] [--max-configs C] [--max-load L]
+                      [--lowering pallas|xla_loop]   (tpucost.tiles.lowering; default: the backend's)
   data noise --task tile [DIR] [--sample N]   re-measure tile problems: the ranking noise floor
+  data overhead [DIR] [--sample N] [--lowering L]   the share of each tile label the grid loop costs
   train --task tile [--data DIR | --tpugraphs DIR] [--split random|hard] [--losses hinge,...] [--out DIR]
   evaluate --task tile [--data DIR] --split random|hard [--json]   Table 3: Kendall tau, top-k slowdown
   suggest-tiles FAMILY --shape 384,640,896 [--dtype float32] [--top 5] [--json]
@@ -36,10 +38,12 @@ The autotuner (tpucost.autotune):
 The experiments behind the bundled results:
   experiment hparam-search --out FILE [--trials a,b] [--epochs N]   kernel models, scored on validation programs
   experiment tile-seeds [--seeds 0,1,2] [--out FILE]                tile models on several random splits
+  experiment tile-leave-family-out --out DIR [--losses hinge,mse]    tile models without each family
   experiment tables [DIR]                                          Markdown tables of the checkpoints' results
 
-Commands that measure (collect, data noise, calibrate) first pin the process to one core, the
-label mode of tpucost.device (one kernel at a time); --all-cores measures without pinning.
+Commands that measure (collect, data noise, data overhead, measure-tiles, calibrate) first pin the
+process to one core, the label mode of tpucost.device (one kernel at a time); --all-cores measures
+without pinning.
 """
 
 from __future__ import annotations

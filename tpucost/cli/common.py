@@ -10,6 +10,7 @@ from collections.abc import Callable
 from tpucost import (
     device,
 )
+from tpucost.tiles.lowering import LOWERINGS
 
 
 def emit(result: dict, as_json: bool, print_table: Callable[[dict], None]) -> int:
@@ -52,4 +53,14 @@ def all_cores_flag(p: argparse.ArgumentParser) -> None:
         "--all-cores",
         action="store_true",
         help="measure on every core instead of one (kernels may overlap; labels may not add up)",
+    )
+
+
+def lowering_flag(p: argparse.ArgumentParser, default: str = "the backend's") -> None:
+    """``--lowering pallas|xla_loop``: how tile kernels run (`tpucost.tiles.lowering`)."""
+    p.add_argument(
+        "--lowering",
+        choices=LOWERINGS,
+        default=None,
+        help=f"tile task: run kernels as Pallas kernels or as an XLA loop over the grid (default: {default})",
     )

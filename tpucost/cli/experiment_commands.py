@@ -11,7 +11,7 @@ from tpucost import results
 from tpucost.cli.common import fail, names
 from tpucost.cli.kernel_commands import kernel_dataset
 from tpucost.cli.tile_commands import tile_dataset
-from tpucost.tasks import kernel, kernel_experiments
+from tpucost.tasks import kernel, kernel_experiments, tile_experiments
 from tpucost.tasks import tile as tile_task
 from tpucost.train import TrainConfig
 
@@ -40,6 +40,19 @@ def cmd_tile_seeds(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
     print(json.dumps(report["summary"], indent=1))
+    return 0
+
+
+def cmd_tile_leave_family_out(args: argparse.Namespace) -> int:
+    try:
+        ds = tile_dataset(args)
+        config = tile_task.tile_train_config(ds, epochs=args.epochs) if args.epochs else None
+        summary = tile_experiments.leave_family_out(
+            ds, args.out, args.losses, config=config, progress=not args.no_progress
+        )
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    print(results.tile_leave_family_out_table(summary))
     return 0
 
 
@@ -105,6 +118,16 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="write the report JSON here")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_tile_seeds)
+    p = e.add_parser(
+        "tile-leave-family-out",
+        help="tile models trained without each family and scored on it, beside the heuristics (mean, worst)",
+    )
+    p.add_argument("--data", default=None, help="tile data folder (default: the bundled one)")
+    p.add_argument("--out", required=True, help="results folder (resumed: finished families are kept)")
+    p.add_argument("--losses", type=names, default=["hinge", "mse"], help="default hinge,mse")
+    p.add_argument("--epochs", type=int, default=None, help="epochs (default: the bundled models' 40)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_tile_leave_family_out)
     p = e.add_parser(
         "leave-group-out",
         help="kernel models trained without each family group and scored on it (mean and worst group)",

@@ -21,11 +21,12 @@ from tpucost import (
     losses,
     train,
 )
-from tpucost.cli.common import all_cores_flag, emit, label_mode, names, shard
+from tpucost.cli.common import all_cores_flag, emit, label_mode, lowering_flag, names, shard
 from tpucost.cli.tile_commands import (
     cmd_collect_tiles,
     cmd_evaluate_tiles,
     cmd_tile_noise,
+    cmd_tile_overhead,
     cmd_tile_stats,
     cmd_train_tiles,
 )
@@ -256,6 +257,7 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-configs", type=int, default=16, help="tile task: configurations measured per problem"
     )
+    lowering_flag(p)
     p.add_argument("--programs", type=int, default=39, help="number of corpus programs (default 39)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shard", type=shard, default=(0, 1), help="I/N: programs with index %% N == I")
@@ -348,6 +350,18 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     all_cores_flag(p)
     p.set_defaults(func=cmd_data_noise)
+    p = d.add_parser(
+        "overhead", help="tile data: the share of each label the grid's steps cost, measured here"
+    )
+    p.add_argument("dir", nargs="?", default=None, help="tile data folder (default: bundled tiles_cpu)")
+    p.add_argument("--sample", type=int, default=20, help="problems to measure (every configuration of each)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per kernel (runtime = min)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-progress", action="store_true")
+    lowering_flag(p, "the data set's")
+    all_cores_flag(p)
+    p.set_defaults(func=cmd_tile_overhead)
     p = d.add_parser("additivity", help="sum of kernel labels / program wall time, over a collect log")
     p.add_argument(
         "dir",

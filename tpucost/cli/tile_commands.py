@@ -12,9 +12,8 @@ from tpucost import (
     checkpoint,
     device,
     tiles,
-    train,
 )
-from tpucost.cli.common import all_cores_flag, emit, fail, label_mode
+from tpucost.cli.common import all_cores_flag, emit, fail, label_mode, lowering_flag
 from tpucost.data import tile as tile_data
 from tpucost.data import tile_collection
 from tpucost.tasks import tile as tile_task
@@ -33,6 +32,7 @@ def cmd_collect_tiles(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             progress=not args.no_progress,
             max_load=args.max_load,
+            lowering=args.lowering,
         )
     except (FileExistsError, ValueError, RuntimeError) as err:
         return fail(err)
@@ -50,6 +50,33 @@ def cmd_tile_noise(args: argparse.Namespace) -> int:
         return fail(err)
     print(json.dumps({k: v for k, v in report.items() if k != "problems"}, indent=1))
     return 0
+
+
+def cmd_tile_overhead(args: argparse.Namespace) -> int:
+    try:
+        label_mode(args)
+        report = tile_collection.measure_overhead_share(
+            args.dir,
+            args.sample,
+            args.seed,
+            args.repeats,
+            progress=not args.no_progress,
+            lowering=args.lowering,
+        )
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        return fail(err)
+    return emit(report, args.json, _print_overhead)
+
+
+def _print_overhead(r: dict) -> None:
+    print(f"per-step overhead share (overhead kernel / kernel), {r['sample']} problems of {r['data']}:")
+    for row in r["problems"]:
+        print(f"  {row['problem']:<40} {row['configs']:>3} configs, median share {row['median_share']:.2f}")
+    print(
+        f"median over all configurations {r['median_share']:.2f} (p90 {r['p90_share']:.2f}); "
+        f"median of the problems' medians {r['median_of_problem_medians']:.2f}"
+    )
+    print(f"measured on: {device.describe(r['device'])}, load average {r['load_average']}")
 
 
 def _print_tile_stats(s: dict) -> None:
@@ -89,9 +116,7 @@ def cmd_train_tiles(args: argparse.Namespace) -> int:
 
     try:
         ds = tile_dataset(args)
-        config = train.TrainConfig(
-            model=tile_task.tile_model_config(ds), batch_size=16, epochs=args.epochs or 40, patience=8
-        )
+        config = tile_task.tile_train_config(ds, **({"epochs": args.epochs} if args.epochs else {}))
         if args.hidden is not None:
             config = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=args.hidden))
         if args.smoke:
@@ -143,7 +168,9 @@ def cmd_measure_tiles(args: argparse.Namespace) -> int:
         label_mode(args)
         shape = _shape_arg(args)
         configs = tiles.legal_configs(args.family, shape, args.dtype)
-        runtimes = tiles.measure_configs(args.family, shape, args.dtype, configs, repeats=args.repeats)
+        runtimes = tiles.measure_configs(
+            args.family, shape, args.dtype, configs, repeats=args.repeats, lowering=args.lowering
+        )
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
     rows = sorted(
@@ -183,5 +210,6 @@ def add_tile_commands(sub: argparse._SubParsersAction) -> None:
             p.add_argument(
                 "--repeats", type=int, default=5, help="timed runs per configuration (runtime = min)"
             )
+            lowering_flag(p)
             all_cores_flag(p)
         p.set_defaults(func=func)

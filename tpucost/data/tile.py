@@ -83,6 +83,7 @@ from tpucost.files import (
     save_npz_atomic,
     write_json_atomic,
 )
+from tpucost.tiles.lowering import LOWERINGS
 
 __all__ = [
     "FORMAT_VERSION",
@@ -182,6 +183,9 @@ class TileDataset:
     source: str
     device: dict[str, Any]
     root: Path | None = None
+    #: how the kernels were run when measured (`tpucost.tiles.lowering.LOWERINGS`); labels of two
+    #: lowerings are two kinds of label, like two devices'
+    lowering: str = "pallas"
 
     def __len__(self) -> int:
         return len(self.table)
@@ -294,6 +298,7 @@ class TileDataset:
             "config_feature_names": list(self.config_feature_names),
             "features": self.features.to_dict(),
             "missing_value": MISSING,
+            "lowering": self.lowering,
         }
 
     def equals(self, other: TileDataset) -> bool:
@@ -349,8 +354,10 @@ def from_problems(
     device: Mapping[str, Any],
     config_feature_names: Sequence[str],
     config_keys: Sequence[str] | None = None,
+    lowering: str = "pallas",
 ) -> TileDataset:
-    """A data set of ``problems`` in the given order (validated like a loaded one).
+    """A data set of ``problems`` in the given order (validated like a loaded one); ``lowering``:
+    how they were measured (`tpucost.tiles.lowering.LOWERINGS`).
 
     The feature spec follows from ``source`` (`feature_spec_for`). ``config_keys`` defaults to
     every key of every config, in first-seen order.
@@ -418,6 +425,7 @@ def from_problems(
         spec,
         source,
         dict(device),
+        lowering=lowering,
     )
     _check(Path("<in memory>"), ds.schema(), ds.table, spec)
     return ds
@@ -484,6 +492,7 @@ def load_tile_dataset(path: str | os.PathLike | None = None) -> TileDataset:
         schema["source"],
         read_json_object(device_path),
         root,
+        schema.get("lowering", "pallas"),  # written before there were two lowerings: Pallas
     )
 
 
@@ -518,6 +527,8 @@ def _check_schema(path: Path, schema: dict[str, Any]) -> FeatureSpec:
             raise _bad(path, field, f"{schema[field]!r}, expected {expected!r}")
     if schema["source"] not in SOURCES:
         raise _bad(path, "source", f"{schema['source']!r}, expected one of {SOURCES}")
+    if schema.get("lowering", "pallas") not in LOWERINGS:
+        raise _bad(path, "lowering", f"{schema['lowering']!r}, expected one of {LOWERINGS}")
     for field in ("problems", "configs", "nodes", "edges"):
         if not isinstance(schema[field], int) or isinstance(schema[field], bool) or schema[field] < 0:
             raise _bad(path, field, f"expected a count, got {schema[field]!r}")

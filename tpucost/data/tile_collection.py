@@ -120,9 +120,14 @@ def select_configs(
     """At most ``max_configs`` of ``configs``, deterministic given ``key`` (the problem id).
 
     Ordered by block volume (the product of the ``block_keys`` values, all values if None), the
-    smallest-block and the largest-block configs are always kept; the others are one random
-    config from each of ``max_configs - 2`` equal strata of the rest (seeded by ``key``), so they
-    spread over the range of block sizes. The kept configs stay in ``configs`` order.
+    smallest-block and the largest-block configs are always kept. The rest is cut into equal
+    strata of volume, and each stratum gives a **pair**: one random config (seeded by ``key``) and
+    its twin, a config of the same volume and another shape where the stratum has one (else the
+    nearest volume). So the kept configs spread over the range of block sizes (working sets on
+    both sides of the caches), and blocks of equal volume but different aspect, which differ in
+    operand re-reads and not in the number of grid steps, sit side by side: a ranking by volume
+    alone cannot order a pair. An odd budget ends with one single pick. The kept configs stay in
+    ``configs`` order.
     """
     configs = [dict(c) for c in configs]
     if max_configs is None or len(configs) <= max_configs:
@@ -136,11 +141,24 @@ def select_configs(
 
     order = sorted(range(len(configs)), key=lambda j: (volume(configs[j]), j))
     keep = {order[-1]} if max_configs == 1 else {order[0], order[-1]}
-    if max_configs > 2:
+    budget = max_configs - len(keep)
+    if budget > 0:
         rng = np.random.default_rng(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little"))
-        for stratum in np.array_split(np.asarray(order[1:-1]), max_configs - 2):
-            if len(stratum):
-                keep.add(int(stratum[rng.integers(len(stratum))]))
+        n_strata = (budget + 1) // 2
+        for s, stratum in enumerate(np.array_split(np.asarray(order[1:-1]), n_strata)):
+            stratum = [int(j) for j in stratum]
+            if not stratum:
+                continue
+            first = stratum[rng.integers(len(stratum))]
+            keep.add(first)
+            if s == n_strata - 1 and budget % 2:
+                continue  # the odd one: a single pick
+            others = [j for j in stratum if j != first]
+            if others:
+                twin = min(
+                    others, key=lambda j: (abs(volume(configs[j]) - volume(configs[first])), rng.random())
+                )
+                keep.add(twin)
     return [configs[j] for j in sorted(keep)]
 
 
@@ -160,7 +178,11 @@ def _finite_or_none(x: Any) -> float | None:
 
 
 def _measure_problem(
-    item: collection.Item, max_configs: int | None, repeats: int, cache: dict[str, TileProblem]
+    item: collection.Item,
+    max_configs: int | None,
+    repeats: int,
+    cache: dict[str, TileProblem],
+    lowering: str,
 ) -> dict[str, Any]:
     """The log line of one problem: its legal configs, at most ``max_configs`` of them measured."""
     family, shape, dtype = item.payload
@@ -168,7 +190,7 @@ def _measure_problem(
     configs = select_configs(legal, max_configs, item.key, tuple(tiles.family(family).block_keys))
     if not configs:
         return {"status": "skipped", "reason": "no legal config", "n_legal": 0}
-    runtimes = list(tiles.measure_configs(family, shape, dtype, configs, repeats=repeats))
+    runtimes = list(tiles.measure_configs(family, shape, dtype, configs, repeats=repeats, lowering=lowering))
     if len(runtimes) != len(configs):
         raise ValueError(f"measure_configs returned {len(runtimes)} runtimes for {len(configs)} configs")
     entry = {
@@ -197,8 +219,12 @@ def collect_tiles(
     progress: bool = True,
     max_load: float | None = None,
     dtypes: Sequence[str] = ("float32",),
+    lowering: str | None = None,
 ) -> TileDataset:
     """Measure the problems of `problem_list` (every ``shard[1]``-th from ``shard[0]``) into ``out_dir``.
+
+    ``lowering``: how each kernel runs (`tpucost.tiles.build`; default the backend's); a folder
+    holds one lowering's labels (ValueError when its log has another).
 
     Each problem: its legal configs (``tiles.legal_configs``), at most ``max_configs`` of them
     (`select_configs`), measured with ``tiles.measure_configs(..., repeats=repeats)``; then one log
@@ -209,6 +235,12 @@ def collect_tiles(
     if not 0 <= shard[0] < shard[1]:
         raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard}")
     out = Path(out_dir)
+    lowering = tiles.tile_lowering(None, lowering)
+    if (out / collection.LOG).exists() and (before := log_lowering(collection.read_log(out))) != lowering:
+        raise ValueError(
+            f"{out / collection.LOG}: measured with the {before!r} tile lowering, not {lowering!r}; "
+            "a data set holds one lowering's labels: collect into a new folder"
+        )
     problems = problem_list(n_problems, seed, families, dtypes)[shard[0] :: shard[1]]
     items = [
         collection.Item(problem_key(*p), {"family": p[0], "shape": list(p[1]), "dtype": p[2]}, p)
@@ -223,12 +255,13 @@ def collect_tiles(
         "dtypes": list(dtypes),
         "max_configs": max_configs,
         "repeats": repeats,
+        "lowering": lowering,
     }
     collection.run(
         out,
         items,
         _entry_key,
-        lambda item: _measure_problem(item, max_configs, repeats, cache),
+        lambda item: _measure_problem(item, max_configs, repeats, cache, lowering),
         start,
         max_load=max_load,
         progress=progress,
@@ -238,7 +271,7 @@ def collect_tiles(
     call = (
         f"collect_tiles({str(out)!r}, n_problems={n_problems}, seed={seed}, shard={tuple(shard)}, "
         f"families={families!r}, max_configs={max_configs}, repeats={repeats}, max_load={max_load}, "
-        f"dtypes={tuple(dtypes)!r})"
+        f"dtypes={tuple(dtypes)!r}, lowering={lowering!r})"
     )
     return _build_and_save(out, collection.read_log(out), collection.read_device(out), call, [out], cache)
 
@@ -306,6 +339,17 @@ def _problem_from_entry(entry: Mapping[str, Any]) -> TileProblem | None:
     )
 
 
+def log_lowering(entries: Sequence[Mapping[str, Any]]) -> str:
+    """The tile lowering a collection log was measured with: its start lines' ``lowering`` (those
+    written before there were two lowerings: ``"pallas"``); ValueError when they disagree."""
+    found = {e.get("lowering", "pallas") for e in entries if e.get("status") == "start"}
+    if len(found) > 1:
+        raise ValueError(
+            f"the log mixes tile lowerings {sorted(found)}: a data set holds one lowering's labels"
+        )
+    return found.pop() if found else "pallas"
+
+
 def _build(
     entries: Sequence[Mapping[str, Any]], dev: Mapping[str, Any], cache: dict[str, TileProblem] | None = None
 ) -> TileDataset:
@@ -330,7 +374,11 @@ def _build(
         if p is not None:
             problems.append(p)
     return from_problems(
-        problems, source="tpucost", device=dev or {}, config_feature_names=tuple(tiles.CONFIG_FEATURE_NAMES)
+        problems,
+        source="tpucost",
+        device=dev or {},
+        config_feature_names=tuple(tiles.CONFIG_FEATURE_NAMES),
+        lowering=log_lowering(entries),
     )
 
 
@@ -360,7 +408,7 @@ def _build_and_save(
             roots,
             device_line,
             counts,
-            ("n_problems", "seed", "shard", "families", "dtypes", "max_configs", "repeats"),
+            ("n_problems", "seed", "shard", "families", "dtypes", "max_configs", "repeats", "lowering"),
         ),
     )
     return load_tile_dataset(out)
@@ -385,7 +433,14 @@ def measure_tile_noise(
         i = int(i)
         shape = tiles.parse_problem_shape(str(ds.family[i]), str(ds.shape[i]))
         again = np.asarray(
-            tiles.measure_configs(str(ds.family[i]), shape, str(ds.dtype[i]), ds.configs(i), repeats=repeats),
+            tiles.measure_configs(
+                str(ds.family[i]),
+                shape,
+                str(ds.dtype[i]),
+                ds.configs(i),
+                repeats=repeats,
+                lowering=ds.lowering,
+            ),
             np.float64,
         )
         first.append(ds.runtime_ns(i))
@@ -405,3 +460,54 @@ def measure_tile_noise(
     }
     write_json_atomic(out / NOISE_FILE, report, indent=2)
     return report
+
+
+def measure_overhead_share(
+    data_dir: str | os.PathLike | None = None,
+    sample: int = 20,
+    seed: int = 0,
+    repeats: int = 5,
+    progress: bool = True,
+    lowering: str | None = None,
+) -> dict[str, Any]:
+    """The per-step overhead share (`tpucost.tiles.step_overhead_shares`) of ``sample`` problems of a
+    tile data set (default: the bundled one), every configuration of each, measured here.
+
+    ``lowering``: how to run the kernels (default: the data set's). Returns the median share over
+    all configurations and over the problems' medians, the device
+    that measured (both runtimes of a share are this device's; the data set's labels are not used),
+    and per problem its median share and how many configurations it has.
+    """
+    ds = load_tile_dataset(data_dir)
+    lowering = lowering or ds.lowering
+    chosen = np.sort(np.random.default_rng(seed).choice(len(ds), size=min(sample, len(ds)), replace=False))
+    rows, every = [], []
+    for i in tqdm(chosen, disable=not progress, desc="overhead", unit="problem"):
+        i = int(i)
+        family = str(ds.family[i])
+        shape = tiles.parse_problem_shape(family, str(ds.shape[i]))
+        shares = tiles.step_overhead_shares(
+            family, shape, str(ds.dtype[i]), ds.configs(i), repeats=repeats, lowering=lowering
+        )
+        every.extend(shares)
+        rows.append(
+            {
+                "problem": str(ds.problem_id[i]),
+                "configs": len(shares),
+                "median_share": float(np.median(shares)),
+            }
+        )
+    medians = [r["median_share"] for r in rows]
+    return {
+        "data": str(ds.root),
+        "sample": len(rows),
+        "seed": seed,
+        "repeats": repeats,
+        "lowering": lowering,
+        "median_share": float(np.median(every)),
+        "median_of_problem_medians": float(np.median(medians)),
+        "p90_share": float(np.percentile(every, 90)),
+        "device": device.fingerprint(),
+        "load_average": collection.load_average(),
+        "problems": rows,
+    }

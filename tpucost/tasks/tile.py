@@ -15,10 +15,11 @@ and all of them, in chunks, at prediction).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,6 +43,7 @@ __all__ = [
     "LOSS_NAMES",
     "tile_model_config",
     "predict_scores",
+    "tile_train_config",
     "train_tile_model",
     "train_tile_models",
     "evaluate_tile_models",
@@ -51,6 +53,9 @@ __all__ = [
     "dataset_scores",
     "analytical_scores",
     "fewest_steps_scores",
+    "largest_block_scores",
+    "HEURISTICS",
+    "score_tile_models",
     "MODEL_NAMES",
     "predicts_runtimes",
     "runtime_ns",
@@ -290,6 +295,13 @@ def load_tile_model(path: str | os.PathLike | None = None) -> tuple[nnx.Module, 
     return saved.model, saved.meta
 
 
+def tile_train_config(dataset: tile_data.TileDataset, **changes: Any) -> train.TrainConfig:
+    """The bundled tile models' training settings for ``dataset`` (16 kernels per batch, 40
+    epochs, patience 8), with ``changes`` (e.g. ``epochs=10``) applied."""
+    config = train.TrainConfig(model=tile_model_config(dataset), batch_size=16, epochs=40, patience=8)
+    return dataclasses.replace(config, **changes)
+
+
 def train_tile_model(
     dataset: tile_data.TileDataset,
     split: Split,
@@ -298,10 +310,9 @@ def train_tile_model(
     config: train.TrainConfig | None = None,
     progress: bool = True,
 ) -> train.TrainResult:
-    """Train one tile model with ``loss`` on ``split.train`` (early stopping on ``split.val``)."""
-    config = config or train.TrainConfig(
-        model=tile_model_config(dataset), batch_size=16, epochs=40, patience=8
-    )
+    """Train one tile model with ``loss`` on ``split.train`` (early stopping on ``split.val``;
+    default settings: `tile_train_config`)."""
+    config = config or tile_train_config(dataset)
     task = TileTask.fit(dataset, split.train, loss_name=loss)
     return train.train_and_evaluate(task, config, split.train, split.val, workdir=workdir, progress=progress)
 
@@ -343,7 +354,7 @@ def _problem(dataset: tile_data.TileDataset, i: int) -> tuple[str, tuple[int, ..
 
 def analytical_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
     """The analytical tile model's runtime estimates (ns) for every configuration of the kernels ``part``."""
-    model = analytical.AnalyticalTileModel()
+    model = analytical.AnalyticalTileModel(lowering=dataset.lowering)
     return [model.predict_ns(*_problem(dataset, i), dataset.configs(int(i))) for i in part]
 
 
@@ -361,6 +372,26 @@ def fewest_steps_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> 
     ]
 
 
+def largest_block_scores(dataset: tile_data.TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+    """The heuristic a learner tries first, with nothing measured or learned: every configuration
+    of the kernels ``part`` scored by ``-sum(log block dims)``, so that the largest block (by
+    volume) ranks first. Blocks of equal volume tie (a top-k pick keeps their data-set order).
+    Where a family's grid steps are the problem's volume over the block's, it orders like
+    `fewest_steps_scores`; the two differ where a block dim does not divide the grid (a block of a
+    reduction or a squeezed dim)."""
+    return [
+        np.asarray([-sum(math.log(v) for v in c.values()) for c in dataset.configs(int(i))], np.float64)
+        for i in part
+    ]
+
+
+#: Table 3 row names of the heuristics, each a function ``(dataset, part) -> scores`` (lower first).
+HEURISTICS: dict[str, Callable[[tile_data.TileDataset, Sequence[int]], list[np.ndarray]]] = {
+    "largest_block": largest_block_scores,
+    "fewest_steps": fewest_steps_scores,
+}
+
+
 #: Table 3 row name of the model trained with each loss (`tpucost.losses.LOSSES`).
 MODEL_NAMES: dict[str, str] = {name: loss.model_name for name, loss in losses.LOSSES.items()}
 
@@ -371,27 +402,39 @@ def evaluate_tile_models(
     model_root: str | os.PathLike | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Table 3 on the TEST kernels of one split: `tpucost.evaluate.ranking_metrics` of every tile
-    model ``model_root/tile-<split>-<loss>`` there is (default root: the bundled checkpoints), named
-    by `MODEL_NAMES`; the analytical tile model (tpucost data only); and a random ranking (seeded).
-    """
+    """Table 3 on the TEST kernels of one split: `score_tile_models` of every tile model
+    ``model_root/tile-<split>-<loss>`` there is (default root: the bundled checkpoints), named by
+    `MODEL_NAMES`, beside the baselines."""
     split = tile_data.split(dataset, split_name, seed=seed)
-    test = [int(i) for i in split.test]
-    runtimes = [dataset.runtime_ns(i) for i in test]
     root = Path(model_root) if model_root is not None else checkpoint.bundled_checkpoints_dir()
-    out: dict[str, Any] = {}
-    for loss, name in MODEL_NAMES.items():
-        path = root / f"tile-{split_name}-{loss}"
-        if path.is_dir():
-            model, _ = load_tile_model(path)
-            out[name] = evaluate.ranking_metrics(dataset_scores(model, dataset, test), runtimes)
-    if not out:
+    models = {
+        name: root / f"tile-{split_name}-{loss}"
+        for loss, name in MODEL_NAMES.items()
+        if (root / f"tile-{split_name}-{loss}").is_dir()
+    }
+    if not models:
         raise ValueError(
             f"no tile models (tile-{split_name}-<loss> folders) in {root}; train them with "
             f"`python -m tpucost train --task tile --split {split_name} --out {root}`"
         )
+    return score_tile_models(dataset, [int(i) for i in split.test], models, seed)
+
+
+def score_tile_models(
+    dataset: tile_data.TileDataset, test: Sequence[int], models: dict[str, Path], seed: int = 0
+) -> dict[str, Any]:
+    """`tpucost.evaluate.ranking_metrics` on the problems ``test`` of every tile model in ``models``
+    (row name -> checkpoint folder); the analytical tile model and the `HEURISTICS` (tpucost data
+    only); and a random ranking (seeded)."""
+    runtimes = [dataset.runtime_ns(i) for i in test]
+    out: dict[str, Any] = {}
+    for name, path in models.items():
+        model, _ = load_tile_model(path)
+        out[name] = evaluate.ranking_metrics(dataset_scores(model, dataset, test), runtimes)
     if dataset.source == "tpucost":
         out["analytical"] = evaluate.ranking_metrics(analytical_scores(dataset, test), runtimes)
+        for name, scores in HEURISTICS.items():
+            out[name] = evaluate.ranking_metrics(scores(dataset, test), runtimes)
     rng = np.random.default_rng(seed)
     out["random"] = evaluate.ranking_metrics([rng.random(len(r)) for r in runtimes], runtimes)
     return out

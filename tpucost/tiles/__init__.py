@@ -4,13 +4,19 @@
   reduce, attention, conv), each one kernel written once with its plan, body and reference;
 * `tpucost.tiles.problems`: a problem (family, shape, dtype) and its configurations: legal block
   shapes, building and measuring them, cost arithmetic, config features, the kernel graph, and
-  sampling problem shapes.
+  sampling problem shapes;
+* `tpucost.tiles.lowering`: how one kernel body runs, as a Pallas kernel or as an XLA loop over
+  its grid (`build(..., lowering=...)`);
+* `tpucost.tiles.overhead`: the share of a label that the grid's steps cost (an overhead kernel:
+  the same grid and blocks, no arithmetic).
 
 The public names of both are importable from the package (``from tpucost import tiles;
 tiles.legal_configs(...)``).
 """
 
 from tpucost.tiles.families import TILE_FAMILIES, Block, TileFamily, TilePlan, family
+from tpucost.tiles.lowering import LOWERINGS
+from tpucost.tiles.overhead import overhead_kernel, step_overhead_shares
 from tpucost.tiles.problems import (
     CONFIG_FEATURE_NAMES,
     LANE,
@@ -32,6 +38,7 @@ from tpucost.tiles.problems import (
     reference,
     sample_shapes,
     tile_cost,
+    tile_lowering,
     tpu_block_rule,
 )
 
@@ -58,6 +65,10 @@ __all__ = [
     "measure_configs",
     "parse_problem_shape",
     "plan",
+    "overhead_kernel",
+    "LOWERINGS",
+    "tile_lowering",
+    "step_overhead_shares",
     "reference",
     "sample_shapes",
     "tile_cost",

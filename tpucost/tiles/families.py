@@ -29,6 +29,10 @@ conv          (N, H, W, C, O)       bm, bn, bk            3x3 "same" convolution
                                                           matmul (M = N*H*W, K = 9*C, N = O) inside it
 ============  ====================  ====================  ===============================================
 
+A body reads and writes refs (``ref[...]``) and takes ``program_id``, ``num_programs`` and ``when``
+from `tpucost.tiles.lowering`, not from Pallas, so that the same body runs as a Pallas kernel or
+as an XLA loop over the grid (the two lowerings of `tpucost.tiles.build`).
+
 Grid axes are ordered so that reductions come last (``"arbitrary"`` on TPU), all others first
 (``"parallel"``). Shapes are given as text ``"384,640,896"`` (`parse_shape`).
 """
@@ -44,6 +48,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
+
+from tpucost.tiles.lowering import num_programs, program_id, when
 
 __all__ = ["Block", "TilePlan", "TileFamily", "TILE_FAMILIES", "family"]
 
@@ -215,15 +221,15 @@ def _matmul_plan(
 def _matmul_body(activation: Callable[[jax.Array], jax.Array]) -> Callable[..., Callable[..., None]]:
     def make(plan: TilePlan, dtype: str) -> Callable[..., None]:
         def kernel(x_ref, w_ref, b_ref, o_ref, acc_ref):
-            kk = pl.program_id(2)
+            kk = program_id(2)
 
-            @pl.when(kk == 0)
+            @when(kk == 0)
             def _():
-                acc_ref[...] = jnp.zeros_like(acc_ref)
+                acc_ref[...] = jnp.zeros(acc_ref.shape, acc_ref.dtype)
 
             acc_ref[...] += jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
 
-            @pl.when(kk == pl.num_programs(2) - 1)
+            @when(kk == num_programs(2) - 1)
             def _():
                 o_ref[...] = activation(acc_ref[...] + b_ref[...].astype(jnp.float32)).astype(o_ref.dtype)
 
@@ -269,17 +275,17 @@ def _bmm_plan(shape, dtype, config) -> TilePlan:
 
 def _bmm_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
     def kernel(x_ref, w_ref, o_ref, acc_ref):
-        kk = pl.program_id(3)
+        kk = program_id(3)
 
-        @pl.when(kk == 0)
+        @when(kk == 0)
         def _():
-            acc_ref[...] = jnp.zeros_like(acc_ref)
+            acc_ref[...] = jnp.zeros(acc_ref.shape, acc_ref.dtype)
 
         acc_ref[...] += jax.lax.dot_general(
             x_ref[...], w_ref[...], (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32
         )
 
-        @pl.when(kk == pl.num_programs(3) - 1)
+        @when(kk == num_programs(3) - 1)
         def _():
             o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
@@ -383,9 +389,9 @@ def _sum_squares(x: jax.Array) -> jax.Array:
 
 def _reduce_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
     def kernel(x_ref, o_ref):
-        @pl.when(pl.program_id(1) == 0)
+        @when(program_id(1) == 0)
         def _():
-            o_ref[...] = jnp.zeros_like(o_ref)
+            o_ref[...] = jnp.zeros(o_ref.shape, o_ref.dtype)
 
         o_ref[...] += _sum_squares(x_ref[...])
 
@@ -435,13 +441,13 @@ def _attention_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
     scale = 1.0 / math.sqrt(d)
 
     def kernel(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref):
-        j = pl.program_id(2)
+        j = program_id(2)
 
-        @pl.when(j == 0)
+        @when(j == 0)
         def _():
-            m_ref[...] = jnp.full_like(m_ref, -jnp.inf)
-            l_ref[...] = jnp.zeros_like(l_ref)
-            acc_ref[...] = jnp.zeros_like(acc_ref)
+            m_ref[...] = jnp.full(m_ref.shape, -jnp.inf, m_ref.dtype)
+            l_ref[...] = jnp.zeros(l_ref.shape, l_ref.dtype)
+            acc_ref[...] = jnp.zeros(acc_ref.shape, acc_ref.dtype)
 
         s = (
             jax.lax.dot_general(
@@ -460,7 +466,7 @@ def _attention_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
         )
         m_ref[...] = m_new
 
-        @pl.when(j == pl.num_programs(2) - 1)
+        @when(j == num_programs(2) - 1)
         def _():
             o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
 

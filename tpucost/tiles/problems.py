@@ -12,21 +12,24 @@ The families are `tpucost.tiles.families` (:data:`TILE_FAMILIES`).
 
 Backends
 --------
-What depends on the backend is in its `tpucost.backends` record (`interpret_mode` reads it):
+What depends on the backend is in its `tpucost.backends` record (`tile_lowering` and
+`interpret_mode` read it). A kernel body runs one of two ways (`tpucost.tiles.lowering`):
 
-* ``cpu``: ``pallas_call(..., interpret=True)``, the only mode there (the grid becomes an XLA
-  while loop, compiled and run natively);
-* ``tpu``: compiled by Mosaic (``interpret=False``), with the grid axes' dimension semantics;
-* ``gpu``: interpret mode as well, because these kernels accumulate over a sequential grid axis
-  (the TPU execution model), which Triton's parallel grid does not provide. A GPU label therefore
-  times the interpreted loop, like a CPU label.
+* ``cpu``: by default the ``"xla_loop"`` lowering, the grid as one ``lax.fori_loop`` that slices
+  each step's blocks out of the operands; ``lowering="pallas"`` gives ``pallas_call(...,
+  interpret=True)``, the only Pallas mode there;
+* ``tpu``: ``"pallas"``, compiled by Mosaic (``interpret=False``), with the grid axes' dimension
+  semantics;
+* ``gpu``: ``"pallas"`` in interpret mode, because these kernels accumulate over a sequential grid
+  axis (the TPU execution model), which Triton's parallel grid does not provide (not run).
 
-What a CPU label measures: in interpret mode every grid step costs a fixed overhead plus copies
-of whole operands (checked on jax 0.10.2: the compiled while loop's body copies the full input
-array and writes it back with a dynamic-update-slice on every step), so a CPU runtime grows about
-as ``steps x operand bytes`` (a 1000x3328 float32 `reduce` took ~0.5 ms per step, a 96x768 one
-~20 us). It ranks configs by the interpreter's costs, not by a real tiled kernel's; TPU labels are
-the real thing.
+What a CPU label measures: in Pallas' interpret mode every grid step costs a fixed overhead plus
+copies of whole operands (checked on jax 0.10.2: the compiled while loop's body copies the full
+input array and writes it back with a dynamic-update-slice on every step), so an interpreted
+runtime grows about as ``steps x operand bytes`` and ranks configs by the interpreter's costs.
+The XLA loop moves only blocks, so its runtime follows what the blocks do (arithmetic per step,
+re-reads, working sets against the caches): a stand-in for a tiled kernel, not a TPU's runtime.
+`tpucost.tiles.overhead` measures the difference. TPU labels are the real thing.
 
 The record's ``tile_size_scale`` also scales the problem sizes `sample_shapes` draws (x1 on CPU
 and GPU, x4 on TPU, where compiled kernels run far faster than the interpreter).
@@ -87,6 +90,10 @@ cols     names                       meaning
 25       ``sublane_util``            min over blocks of second-minor / (it rounded up to the
                                      dtype's sublane multiple)
 26       ``log2_dtype_bytes``        log2 of the element size of the first operand
+27       ``log2_ws_over_cache``      ``log2(working set / backends.scratchpad_bytes())`` (signed):
+                                     against this device's fast memory (VMEM, shared memory, or
+                                     the CPU's L2 read from sysfs), what a block-volume ranking
+                                     cannot see
 =======  ==========================  ===========================================================
 
 Kernel graph (`kernel_graph`)
@@ -127,6 +134,7 @@ from tpucost.hlo import Computation, Instruction, Module, parse_module
 from tpucost.kernels import Kernel
 from tpucost.measure import best_wall_time_ns, compile_fn
 from tpucost.tiles.families import Block, TileFamily, TilePlan, family
+from tpucost.tiles.lowering import LOWERINGS, loop_call
 
 __all__ = [
     "VMEM_BUDGET_BYTES",
@@ -134,6 +142,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "MAX_KEYS",
     "interpret_mode",
+    "tile_lowering",
     "tpu_block_rule",
     "TileCost",
     "parse_problem_shape",
@@ -366,9 +375,19 @@ def _make_args(fam: TileFamily, shape: tuple[int, ...], dtype: str) -> tuple[jax
 
 
 def build(
-    family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int], backend: str | None = None
+    family_name: str,
+    shape: Sequence[int],
+    dtype: Any,
+    config: Mapping[str, int],
+    backend: str | None = None,
+    body: Callable[[TilePlan, str], Callable[..., None]] | None = None,
+    lowering: str | None = None,
 ) -> tuple[Callable[..., jax.Array], tuple[jax.Array, ...]]:
-    """The configured Pallas kernel and its arguments.
+    """The configured tile kernel and its arguments.
+
+    ``body``: another kernel body for the same plan, ``body(plan, dtype)`` (e.g.
+    `tpucost.tiles.overhead.overhead_body`; default the family's). ``lowering``: ``"pallas"`` or
+    ``"xla_loop"`` (`tpucost.tiles.lowering`; default the backend's, `tile_lowering`).
 
     Returns:
       ``(fn, args)``: ``fn(*args)`` runs the kernel (jit-able, not jitted) and returns the same
@@ -381,18 +400,51 @@ def build(
     fam = family(family_name)
     shape = check_shape(fam.name, shape)
     dt = _dtype_name(dtype)
-    return _kernel_fn(fam, shape, dt, config, backend), _make_args(fam, shape, dt)
+    return _kernel_fn(fam, shape, dt, config, backend, body, lowering), _make_args(fam, shape, dt)
 
 
 def _kernel_fn(
-    fam: TileFamily, shape: tuple[int, ...], dt: str, config: Mapping[str, int], backend: str | None
+    fam: TileFamily,
+    shape: tuple[int, ...],
+    dt: str,
+    config: Mapping[str, int],
+    backend: str | None,
+    body: Callable[[TilePlan, str], Callable[..., None]] | None = None,
+    lowering: str | None = None,
 ) -> Callable[..., jax.Array]:
-    """`build`'s function, without making arguments."""
+    """`build`'s function, without making arguments; ``body`` replaces the family's kernel body
+    (same grid, blocks and scratch: `tpucost.tiles.overhead` times an empty one)."""
     p = check_config(fam.name, shape, dt, config)
-    interpret = interpret_mode(backend)
     out_dtype = fam.output_dtype or dt
-    call = pl.pallas_call(
-        fam.body(p, dt),
+    kernel = (body or fam.body)(p, dt)
+    if tile_lowering(backend, lowering) == "xla_loop":
+        call = loop_call(p, kernel, out_dtype)
+    else:
+        call = _pallas_call(fam, p, kernel, out_dtype, interpret_mode(backend))
+
+    def fn(*args: jax.Array) -> jax.Array:
+        operands = fam.prepare(shape, *args) if fam.prepare else args
+        out = call(*operands)
+        return fam.finish(shape, out) if fam.finish else out
+
+    return fn
+
+
+def tile_lowering(backend: str | None = None, lowering: str | None = None) -> str:
+    """``lowering`` if given (one of `tpucost.tiles.lowering.LOWERINGS`), else the backend's
+    default (its record's ``tile_lowering``)."""
+    if lowering is None:
+        return backends.backend(backend).tile_lowering
+    if lowering not in LOWERINGS:
+        raise ValueError(f"unknown tile lowering {lowering!r}; expected one of {LOWERINGS}")
+    return lowering
+
+
+def _pallas_call(
+    fam: TileFamily, p: TilePlan, kernel: Callable[..., None], out_dtype: str, interpret: bool
+) -> Callable[..., jax.Array]:
+    return pl.pallas_call(
+        kernel,
         out_shape=jax.ShapeDtypeStruct(p.outputs[0].array_shape, out_dtype),
         grid=p.grid,
         in_specs=[b.spec() for b in p.inputs],
@@ -402,13 +454,6 @@ def _kernel_fn(
         interpret=interpret,
         name=f"tile_{fam.name}",
     )
-
-    def fn(*args: jax.Array) -> jax.Array:
-        operands = fam.prepare(shape, *args) if fam.prepare else args
-        out = call(*operands)
-        return fam.finish(shape, out) if fam.finish else out
-
-    return fn
 
 
 def reference(
@@ -433,8 +478,10 @@ def measure_configs(
     repeats: int = 5,
     warmup: int = 1,
     budget_s: float | None = 2.0,
+    lowering: str | None = None,
 ) -> list[float]:
-    """Runtime in ns of each config: the minimum wall time over `repeats` runs, after `warmup`.
+    """Runtime in ns of each config: the minimum wall time over `repeats` runs, after `warmup`
+    (``lowering``: as in `build`).
 
     Each config is checked first (ValueError for an illegal one), then built for the default
     backend, compiled once (`tpucost.measure.compile_fn`) and timed with
@@ -446,7 +493,8 @@ def measure_configs(
     fam = family(family_name)
     shape = check_shape(fam.name, shape)
     dt = _dtype_name(dtype)
-    fns = [_kernel_fn(fam, shape, dt, config, None) for config in configs]  # every config checked first
+    # every config is checked first
+    fns = [_kernel_fn(fam, shape, dt, config, None, None, lowering) for config in configs]
     args = _make_args(fam, shape, dt)
     return [best_wall_time_ns(compile_fn(fn, args), args, repeats, warmup, budget_s) for fn in fns]
 
@@ -533,6 +581,7 @@ CONFIG_FEATURE_NAMES: tuple[str, ...] = (
         "lane_util",
         "sublane_util",
         "log2_dtype_bytes",
+        "log2_ws_over_cache",
     )
 )
 
@@ -583,6 +632,7 @@ def config_features(
             lane,
             sub,
             math.log2(np.dtype(p.inputs[0].dtype).itemsize),
+            math.log2(max(cost.working_set_bytes, 1) / backends.scratchpad_bytes()),
         ]
     )
     out = np.asarray(row, dtype=np.float32)
