@@ -206,5 +206,6 @@ def test_overhead_shares_draws_one_series_per_lowering_in_percent():
     series = ax.collections
     assert len(series) == 2 and ax.get_xscale() == "log"
     np.testing.assert_allclose(series[1].get_offsets()[:, 1], [5.0, 10.0, 20.0])
+    assert all(s.get_edgecolor().shape[0] and s.get_edgecolor()[0][3] > 0 for s in series)  # visible
     assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["pallas", "xla_loop"]
     plt.close("all")

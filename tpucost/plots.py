@@ -567,8 +567,15 @@ def overhead_shares(
     """Per-step overhead share (`tpucost.tiles.step_overhead_shares`, %) against the number of grid
     steps, one marker series per tile lowering (``shares[lowering][i]`` for configuration i)."""
     ax = _axes(ax, (7, 3.8))
-    for (name, values), marker in zip(shares.items(), ("o", "s", "^"), strict=False):
-        ax.scatter(steps, 100.0 * np.asarray(values, float), marker=marker, facecolors="none", label=name)
+    for i, (name, values) in enumerate(shares.items()):
+        ax.scatter(
+            steps,
+            100.0 * np.asarray(values, float),
+            marker="os^"[i % 3],
+            facecolors="none",
+            edgecolors=f"C{i}",  # open markers need an edge colour to show at all
+            label=name,
+        )
     ax.axhline(20.0, color="grey", linestyle=":", linewidth=1, label="20%")
     ax.set_xscale("log")
     ax.set_xlabel("grid steps of the configuration (log scale)")
