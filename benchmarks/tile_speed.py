@@ -7,8 +7,9 @@ Both sides run in this run on this machine, on the same new matmul problems (not
   (the kernel graph and configuration features built once per problem, as `suggest_tiles` does),
   after one warm-up call, best of 3;
 * measuring (the reference): `tpucost.tiles.measure_configs` on the same configurations
-  (compile, one warm-up run, the minimum of 5 timed runs: what the data set's labels cost).
-Prints configurations/s of each and the ratio scored / measured. Pinned to one core first (the
+  (compile, one warm-up run, the minimum of 5 timed runs: what the data set's labels cost), in
+  this backend's tile lowering (`tpucost.tiles.tile_lowering`: the XLA loop on CPU).
+Prints the device, configurations/s of each and the ratio scored / measured. Pinned to one core first (the
 label mode of `tpucost.device`), so both sides use one core.
 """
 
@@ -51,7 +52,10 @@ def main() -> None:
         scored_s += min(_timed(score) for _ in range(3))
         measured_s += _timed(functools.partial(tiles.measure_configs, "matmul", shape, "float32", configs))
         n_configs += len(configs)
-    print(f"backend {jax.default_backend()}; {n_configs} configurations of {args.shapes} matmul problems")
+    print(f"device {device.describe(device.fingerprint())}")
+    print(
+        f"backend {jax.default_backend()}, lowering {tiles.tile_lowering()}; {n_configs} configurations of {args.shapes} matmul problems"
+    )
     print(f"reference: measuring   {n_configs / measured_s:10.1f} configurations/s ({measured_s:.1f} s)")
     print(f"tile model: scoring    {n_configs / scored_s:10.1f} configurations/s ({scored_s:.3f} s)")
     print(f"ratio scored / measured: {measured_s / scored_s:.0f}x")

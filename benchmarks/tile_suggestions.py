@@ -17,7 +17,6 @@ better than the heuristic's. Pinned to one core first (the label mode of `tpucos
 from __future__ import annotations
 
 import argparse
-import math
 
 import numpy as np
 
@@ -34,11 +33,6 @@ SHAPES = [
     (192, 768, 512),
 ]
 TOP = 5
-
-
-def _volume_order(configs: list[dict[str, int]]) -> list[int]:
-    """Indices of ``configs``, largest block volume first (ties in their order)."""
-    return sorted(range(len(configs)), key=lambda j: -math.prod(configs[j].values()))
 
 
 def main() -> None:
@@ -74,7 +68,7 @@ def main() -> None:
             for s in tile_task.suggest_tiles("matmul", shape, top=TOP, model_dir=args.model)
         ]
         model = runtime[picked].min() / runtime.min() - 1
-        heuristic = runtime[_volume_order(configs)[:TOP]].min() / runtime.min() - 1
+        heuristic = runtime[tile_task.largest_block_order(configs)[:TOP]].min() / runtime.min() - 1
         noise = evaluate.top_k_slowdown(first, second, 1)
         within += model <= 0.05
         better += model < heuristic

@@ -688,3 +688,12 @@ def test_collect_with_the_real_tiles_module(tmp_path, monkeypatch):
         tmp_path, 3, families=[family], max_configs=2, repeats=1, progress=False
     )
     assert len(calls) == 1  # only the third problem
+
+
+def test_sample_problems_are_distinct_sorted_and_fixed_by_the_seed():
+    """The noise floor and the overhead share re-measure the same problems for the same seed."""
+    chosen = tile_collection.sample_problems(308, 20, seed=0)
+    assert len(chosen) == 20 and len(set(chosen.tolist())) == 20 and np.all(np.diff(chosen) > 0)
+    assert np.array_equal(chosen, tile_collection.sample_problems(308, 20, seed=0))
+    assert not np.array_equal(chosen, tile_collection.sample_problems(308, 20, seed=1))
+    assert tile_collection.sample_problems(5, 20, seed=0).tolist() == [0, 1, 2, 3, 4]  # all of a small set

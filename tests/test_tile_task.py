@@ -408,3 +408,16 @@ def test_leave_family_out_holds_each_family_out_scores_like_table_3_and_resumes(
     assert again["mean"] == summary["mean"]
     with pytest.raises(ValueError, match="two others"):
         tile_experiments.family_split(_dataset(SHAPES), "matmul")
+
+
+def test_largest_block_order_ranks_new_configurations_like_the_scores():
+    """For configurations outside the data set: largest volume first, equal volumes in their own
+    order (8x256 before 16x128 before 256x8, all of volume 2048), the smallest last."""
+    configs = [
+        {"bm": 8, "bn": 256},
+        {"bm": 4, "bn": 4},
+        {"bm": 16, "bn": 128},
+        {"bm": 64, "bn": 64},
+        {"bm": 256, "bn": 8},
+    ]
+    assert tile_task.largest_block_order(configs) == [3, 0, 2, 4, 1]

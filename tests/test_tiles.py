@@ -388,12 +388,26 @@ def test_overhead_kernel_keeps_the_grid_and_operands_but_drops_the_arithmetic(na
 
 
 def test_step_overhead_share_is_measured_per_config():
-    """A share is overhead kernel / kernel, both measured in the same call: positive, and for a
-    reduction (no arithmetic to speak of) not far from the kernel's own time."""
+    """A share is overhead kernel / kernel, both timed in the same call. Real timings of kernels
+    this small are noisy (on a 2-core host a share of the same config ranged 0.02-0.43 under the
+    XLA loop), so they are only checked to be positive, finite and not far above 1; the ratio
+    itself is checked with a stand-in clock: kernel first, then its overhead kernel."""
     configs = tiles.legal_configs("reduce", SMALL["reduce"])[:2]
     shares = tiles.step_overhead_shares("reduce", SMALL["reduce"], "float32", configs, repeats=3)
     assert shares.shape == (2,) and shares.dtype == np.float64
-    assert np.all(shares > 0.05) and np.all(np.isfinite(shares))
+    assert np.all(np.isfinite(shares)) and np.all(shares > 0) and np.all(shares < 3), shares
+
+
+def test_step_overhead_share_divides_overhead_time_by_kernel_time(monkeypatch):
+    """With a clock that reads 400 ns for each kernel and 100 ns for its overhead kernel (the
+    second of each pair), every share is 0.25; swapping the two would give 4."""
+    from tpucost.tiles import overhead
+
+    clock = iter([400.0, 100.0, 400.0, 100.0])
+    monkeypatch.setattr(overhead, "best_wall_time_ns", lambda *args, **kwargs: next(clock))
+    configs = tiles.legal_configs("reduce", SMALL["reduce"])[:2]
+    shares = tiles.step_overhead_shares("reduce", SMALL["reduce"], "float32", configs, repeats=1)
+    np.testing.assert_allclose(shares, [0.25, 0.25])
 
 
 def _copies_of_whole_operands(hlo: str, shape: tuple[int, ...]) -> int:

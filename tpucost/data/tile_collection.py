@@ -49,6 +49,8 @@ __all__ = [
     "finalize_tiles",
     "merge_tiles",
     "measure_tile_noise",
+    "measure_overhead_share",
+    "sample_problems",
 ]
 
 #: Shapes asked of ``tiles.sample_shapes`` at a time (see `problem_list`).
@@ -414,6 +416,14 @@ def _build_and_save(
     return load_tile_dataset(out)
 
 
+def sample_problems(n_problems: int, sample: int, seed: int) -> np.ndarray:
+    """Sorted indices of ``min(sample, n_problems)`` distinct problems drawn with ``seed``: the
+    problems a re-measurement (noise floor, overhead share) measures again."""
+    return np.sort(
+        np.random.default_rng(seed).choice(n_problems, size=min(sample, n_problems), replace=False)
+    )
+
+
 def measure_tile_noise(
     out_dir: str | os.PathLike, sample: int = 20, seed: int = 0, repeats: int = 5, progress: bool = True
 ) -> dict[str, Any]:
@@ -427,7 +437,7 @@ def measure_tile_noise(
     out = Path(out_dir)
     ds = load_tile_dataset(out)
     fp = collection.require_device(ds.device, out / collection.DEVICE, "a noise floor")
-    chosen = np.sort(np.random.default_rng(seed).choice(len(ds), size=min(sample, len(ds)), replace=False))
+    chosen = sample_problems(len(ds), sample, seed)
     first, second, rows = [], [], []
     for i in tqdm(chosen, disable=not progress, desc="noise", unit="problem"):
         i = int(i)
@@ -480,7 +490,7 @@ def measure_overhead_share(
     """
     ds = load_tile_dataset(data_dir)
     lowering = lowering or ds.lowering
-    chosen = np.sort(np.random.default_rng(seed).choice(len(ds), size=min(sample, len(ds)), replace=False))
+    chosen = sample_problems(len(ds), sample, seed)
     rows, every = [], []
     for i in tqdm(chosen, disable=not progress, desc="overhead", unit="problem"):
         i = int(i)

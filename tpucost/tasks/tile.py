@@ -19,7 +19,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -54,6 +54,7 @@ __all__ = [
     "analytical_scores",
     "fewest_steps_scores",
     "largest_block_scores",
+    "largest_block_order",
     "HEURISTICS",
     "score_tile_models",
     "MODEL_NAMES",
@@ -383,6 +384,12 @@ def largest_block_scores(dataset: tile_data.TileDataset, part: Sequence[int]) ->
         np.asarray([-sum(math.log(v) for v in c.values()) for c in dataset.configs(int(i))], np.float64)
         for i in part
     ]
+
+
+def largest_block_order(configs: Sequence[Mapping[str, int]]) -> list[int]:
+    """Indices of ``configs``, largest block volume first (equal volumes keep their order): the
+    `largest_block_scores` heuristic for configurations outside the data set."""
+    return sorted(range(len(configs)), key=lambda j: -math.prod(configs[j].values()))
 
 
 #: Table 3 row names of the heuristics, each a function ``(dataset, part) -> scores`` (lower first).
