@@ -12,6 +12,8 @@ Commands:
                       the kernels of the HLO files beside that count)
   data noise [DIR] [--sample N]      re-measure a sample of kernels: the label noise floor
   data additivity [DIR] [--json]     summed kernel labels / program wall time, from the collect log
+  data kernel-overlap PROGRAM [--split random|hard] [--json]
+                      a program's kernels found in the kernel data (and the split's training part)
   train --task kernel [--data DIR] [--split random|hard] [--out DIR] [--epochs N] [--hidden H] [--smoke]
                       train the GNN and LSTM, fit the analytical baseline, evaluate on the test programs
   evaluate --task kernel [--model DIR] [--data DIR] --split random|hard [--totals N] [--json]
@@ -21,6 +23,7 @@ Commands:
                       predicted runtime of each kernel of an optimized HLO file, and the total
   calibrate [--model DIR] [--method gnn|lstm|analytical] [--json]
                       measure the calibration programs on this device and fit the model's correction
+
 
 The tile task (rank the block shapes of Pallas kernels; tpucost.tiles, tpucost.tasks.tile):
   collect --task tile --out DIR [--problems N] [--seed S] [--shard I/N] [--max-configs C] [--max-load L]

@@ -21,7 +21,8 @@ from tpucost import (
     losses,
     train,
 )
-from tpucost.cli.common import all_cores_flag, emit, label_mode, lowering_flag, names, shard
+from tpucost.autotune.tunable import load_tunable
+from tpucost.cli.common import all_cores_flag, emit, fail, label_mode, lowering_flag, names, shard
 from tpucost.cli.tile_commands import (
     cmd_collect_tiles,
     cmd_evaluate_tiles,
@@ -30,7 +31,7 @@ from tpucost.cli.tile_commands import (
     cmd_tile_stats,
     cmd_train_tiles,
 )
-from tpucost.data import additivity, kernel_collection
+from tpucost.data import additivity, kernel_collection, overlap
 from tpucost.data import kernel as kernel_data
 from tpucost.tasks import kernel
 
@@ -362,6 +363,14 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     lowering_flag(p, "the data set's")
     all_cores_flag(p)
     p.set_defaults(func=cmd_tile_overhead)
+    p = d.add_parser(
+        "kernel-overlap", help="a program's kernels found in the kernel data set and its training part"
+    )
+    p.add_argument("program", help="example:NAME or FILE.py:NAME (its default configuration)")
+    p.add_argument("--data", default=None, help="kernel data folder (default: bundled kernels_cpu)")
+    p.add_argument("--split", choices=kernel_data.SPLITS, default="random", help="whose training part")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_kernel_overlap)
     p = d.add_parser("additivity", help="sum of kernel labels / program wall time, over a collect log")
     p.add_argument(
         "dir",
@@ -709,3 +718,29 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
     )
     all_cores_flag(p)
     p.set_defaults(func=cmd_calibrate)
+
+
+def cmd_kernel_overlap(args: argparse.Namespace) -> int:
+    """``data kernel-overlap``: `tpucost.data.overlap.kernel_overlap` of a program's default
+    configuration (compiled here, never run)."""
+    try:
+        tunable = load_tunable(args.program, "program")
+        ds = kernel_data.load_kernel_dataset(args.data)
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    config = tunable.space.default
+    fn, fn_args = tunable.build(config)
+    result = {
+        "program": args.program,
+        "split": args.split,
+        **overlap.kernel_overlap(fn, fn_args, ds, args.split, tunable.compiler_options(config)),
+    }
+
+    def table(r: dict) -> None:
+        print(
+            f"{r['program']}: {r['kernels']} distinct kernels under jax {r['jax']}; in the data set "
+            f"{r['in_data']} ({100 * r['share_in_data']:.0f}%), in the {r['split']} split's training part "
+            f"{r['in_training']} ({100 * r['share_in_training']:.0f}%)"
+        )
+
+    return emit(result, args.json, table)

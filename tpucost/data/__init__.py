@@ -8,4 +8,6 @@
 * `tpucost.data.kernel`: the kernel data set (the kernel task: `tpucost.tasks.kernel`).
 * `tpucost.data.tile`: the tile data set (the tile task: `tpucost.tasks.tile`).
 * `tpucost.data.additivity`: whether a collection's kernel labels add up to program wall times.
+* `tpucost.data.overlap`: how many of a program's kernels the kernel data (and a split's training
+  part) already holds.
 """

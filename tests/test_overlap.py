@@ -1,0 +1,79 @@
+"""`tpucost.data.overlap`: a program's kernels found in a kernel data set (`data kernel-overlap`)."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tpucost import cli, features, hlo, kernels
+from tpucost.data import kernel as kernel_data
+from tpucost.data import overlap
+from tpucost.measure import compile_fn
+
+
+def _mlp(x, w):
+    return jnp.tanh(x @ w).sum(axis=0)
+
+
+def _other(x):
+    return jnp.cumsum(jnp.sin(x) * 3.0, axis=1)
+
+
+def _dataset_of(fn, args) -> kernel_data.KernelDataset:
+    """A data set holding every kernel of ``fn(*args)``, as the collection would record them."""
+    module = hlo.parse_module(compile_fn(fn, args).as_text())
+    graphs = [features.featurize(k) for k in kernels.decompose(module)]
+    meta = {
+        "program_id": "mlp-forward-0-0",
+        "family": "mlp",
+        "form": "forward",
+        "configuration": "default",
+        "backend": jax.default_backend(),
+        "device_kind": jax.devices()[0].device_kind,
+        "jax_version": jax.__version__,
+    }
+    return kernel_data.from_graphs(graphs, [1000.0] * len(graphs), [1] * len(graphs), meta)
+
+
+def test_a_program_overlaps_the_data_it_was_recorded_in_and_not_another():
+    x, w = np.ones((37, 53), np.float32), np.ones((53, 29), np.float32)
+    ds = _dataset_of(_mlp, (x, w))
+    hashes = overlap.program_kernel_hashes(_mlp, (x, w))
+    assert hashes and set(hashes) == set(ds.kernel_hash.tolist())
+    seen = overlap.kernel_overlap(_mlp, (x, w), ds)
+    assert seen["kernels"] == len(set(hashes)) and seen["in_data"] == seen["kernels"]
+    assert seen["share_in_data"] == 1.0
+    unseen = overlap.kernel_overlap(_other, (np.ones((41, 23), np.float32),), ds)
+    assert unseen["kernels"] > 0 and unseen["in_data"] == 0 and unseen["share_in_training"] == 0.0
+
+
+@pytest.mark.newest_only
+def test_bundled_examples_report_their_overlap_with_the_training_data(capsys):
+    """A corpus program of the training part is wholly in it; the built-in examples' overlap is
+    reported (README: ``example:transformer`` is in distribution, more than half its kernels
+    trained on; ``example:mixer`` much less). Marked ``newest_only``: the bundled kernels were
+    compiled by jaxlib 0.10.2; another jaxlib cuts programs into other kernels."""
+    from tpucost.programs import corpus
+
+    ds = kernel_data.load_kernel_dataset()
+    train = kernel_data.split(ds, "random").train
+    program = corpus.program_from_id(str(ds.program_id[train[0]]))
+    inside = overlap.kernel_overlap(program.fn, program.args, ds)
+    assert inside["share_in_data"] == 1.0 and inside["share_in_training"] == 1.0
+    shares, lines = {}, []
+    for name in ("transformer", "mixer"):
+        assert cli.main(["data", "kernel-overlap", f"example:{name}"]) == 0
+        lines.append(capsys.readouterr().out.strip())
+        assert cli.main(["data", "kernel-overlap", f"example:{name}", "--json"]) == 0
+        shares[name] = json.loads(capsys.readouterr().out)["share_in_training"]
+    print("\n".join(lines))  # the report, shown with pytest -s
+    assert shares["transformer"] > 0.5 > shares["mixer"], shares
+
+
+def test_kernel_overlap_of_an_unknown_program_is_a_one_line_error(capsys):
+    assert cli.main(["data", "kernel-overlap", "example:nope"]) == 2
+    assert "no built-in example 'nope'" in capsys.readouterr().err
