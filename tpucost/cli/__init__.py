@@ -24,7 +24,6 @@ Commands:
   calibrate [--model DIR] [--method gnn|lstm|analytical] [--json]
                       measure the calibration programs on this device and fit the model's correction
 
-
 The tile task (rank the block shapes of Pallas kernels; tpucost.tiles, tpucost.tasks.tile):
   collect --task tile --out DIR [--problems N] [--seed S] [--shard I/N] [--max-configs C] [--max-load L]
                       [--lowering pallas|xla_loop]   (tpucost.tiles.lowering; default: the backend's)
