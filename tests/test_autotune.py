@@ -276,22 +276,42 @@ def test_cli_json_on_a_tiny_program_with_a_fresh_process_remeasurement(tmp_path)
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert len((tmp_path / "work" / autotune.JOURNAL_NAME).read_text().splitlines()) == 1 + 4  # resumable
+    # Resumable: the header, then per start four arms at equal device seconds and the two
+    # model-using arms at equal wall time.
+    assert len((tmp_path / "work" / autotune.JOURNAL_NAME).read_text().splitlines()) == 1 + 2 * (4 + 2)
     report = json.loads(proc.stdout)
-    assert {"space", "program", "default_ns", "strategies"} <= set(report)
+    assert {"space", "program", "default_ns", "strategies", "wall_time", "noise"} <= set(report)
     assert report["space"] == "program" and report["program"] == "tiny.py:tiny" and report["default_ns"] > 0
-    assert set(report["strategies"]) == {"device_only", "model_guided"}
-    for strategy, starts in report["strategies"].items():
-        assert set(starts) == {"from_default", "from_random"}
-        for entry in starts.values():
-            assert ENTRY_KEYS <= set(entry)
-            assert set(entry["best_config"]) == {"act", "xla"}
-            assert entry["speedup_vs_default"] == pytest.approx(
-                report["default_ns"] / entry["best_measured_ns"]
-            )
-            assert entry["candidates_measured"] >= 1
-            assert (entry["candidates_predicted"] == 4) == (strategy == "model_guided")
-            assert entry["candidates_predicted"] in (0, 4)
+    for budget in (report, report["wall_time"]):
+        assert set(budget["strategies"]) == set(autotune.ARMS)
+        assert set(budget["model_guided_faster_than"]) == set(autotune.ARMS) - {"model_guided"}
+        for strategy, starts in budget["strategies"].items():
+            assert set(starts) == {"from_default", "from_random"}
+            for entry in starts.values():
+                assert ENTRY_KEYS <= set(entry)
+                assert set(entry["best_config"]) == {"act", "xla"}
+                assert entry["speedup_vs_default"] == pytest.approx(
+                    report["default_ns"] / entry["best_measured_ns"]
+                )
+                assert entry["candidates_measured"] >= 1
+                uses_model = strategy in ("model_guided", "random_order")
+                if budget is report:  # (at equal wall time a tiny budget may end before a score)
+                    assert (entry["candidates_predicted"] > 0) == uses_model
+                else:
+                    assert uses_model or entry["candidates_predicted"] == 0
+                assert entry["candidates_predicted"] <= 4
+    wall = report["wall_time"]
+    assert wall["budget_seconds"] == 0.3 and wall["scoring"] in ("beside", "sequential")
+    # The heuristic arm without NAME.heuristic: the default, then each other compile option.
+    assert report["heuristic_candidates"] == len(
+        autotune.load_tunable(f"{tmp_path}/tiny.py:tiny").space.knobs["xla"]
+    )
+    noise = report["noise"]
+    assert (
+        noise["processes"] == 1 + 3
+        and noise["spread"] >= 0
+        and noise["runtime_ns"][0] == report["default_ns"]
+    )
     fresh = report["fresh_process"]
     assert fresh["pid"] != fresh["parent_pid"] and fresh["configs"] >= 1  # re-measured in another process
 
@@ -457,6 +477,8 @@ def _tiny_autotune(spec: str, workdir: Path, **kw):
         fresh_rounds=1,
         fresh_process=False,
         workdir=workdir,
+        noise_processes=0,
+        scoring="sequential",
         **kw,
     )
 
@@ -469,23 +491,23 @@ def test_a_killed_autotune_resumes_from_its_journal(tmp_path, monkeypatch):
     first = _tiny_autotune(spec, workdir)
     journal = workdir / autotune.JOURNAL_NAME
     lines = journal.read_text().splitlines()
-    assert len(lines) == 1 + 4  # the header, then 2 starts x 2 strategies
+    assert len(lines) == 1 + 2 * 6  # the header, then 2 starts x (4 arms + 2 at equal wall time)
     # Killed while writing the third search: two complete lines and half of the next survive.
     journal.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
     ran = []
-    for name in ("device_only_search", "model_guided_search"):
-        original = getattr(protocol, name)
+    original = protocol._one_search
 
-        def recording(*args, _original=original, **kwargs):
-            run = _original(*args, **kwargs)
-            ran.append((run.start, run.strategy))
-            return run
+    def recording(*args, **kwargs):
+        run = original(*args, **kwargs)
+        ran.append((run.start, run.strategy, run.budget))
+        return run
 
-        monkeypatch.setattr(protocol, name, recording)
+    monkeypatch.setattr(protocol, "_one_search", recording)
     second = _tiny_autotune(spec, workdir)
-    assert ran == [(r.start, r.strategy) for r in first.runs[2:]]  # only the searches not journalled
+    # Only the searches not journalled ran again.
+    assert ran == [(r.start, r.strategy, r.budget) for r in first.runs[2:]]
     assert [dataclasses.asdict(r) for r in second.runs[:2]] == [dataclasses.asdict(r) for r in first.runs[:2]]
-    assert len(journal.read_text().splitlines()) == 5
+    assert len(journal.read_text().splitlines()) == 13
     # Device accounting counts the resumed searches too.
     assert second.report["rates"]["device"]["candidates"] >= sum(len(r.measured) for r in second.runs[:2])
     with pytest.raises(

@@ -1,29 +1,33 @@
 """What differs between CPU, GPU and TPU, in one record per backend that every other module asks.
 
-=========================  ==================================================================
-field                      meaning
-=========================  ==================================================================
-``trace_planes``           prefix of the profiler planes that hold the kernel events
-                           (`tpucost.measure` reads them)
-``async_kernels``          whether a kernel's profiler event can end before its work does
-                           (XLA:CPU's Eigen thunks: `tpucost.measure` times them to their
-                           completion)
-``scratchpad_bytes``       fast memory one tiled kernel's blocks should fit in: VMEM (TPU),
-                           shared memory (GPU), None for the per-core L2 cache read from sysfs
-                           (CPU); the tile analytical model penalises working sets above it
-``block_lane``             the alignment unit of a block's minor dim (the TPU's lane width,
-                           applied on every backend so that block shapes mean the same)
-``pallas_interpret``       whether Pallas kernels run in interpret mode (the only mode on CPU)
-``tile_lowering``          how `tpucost.tiles.build` runs a tile kernel by default: ``"pallas"``
-                           (``pallas_call``) or ``"xla_loop"`` (the same body as an XLA loop
-                           over the grid, `tpucost.tiles.lowering`)
-``tile_size_scale``        how much larger, per dim, the tile families' sampled problems are
-``compile_configurations`` the `tpucost.programs` configurations that set this backend's XLA
-                           compile options (offered to the corpus and the autotuner when the
-                           installed jaxlib has the options: `tpucost.compat`)
-``tested``                 whether tpucost has run on it (CPU), or is written against
-                           documented behaviour (GPU, TPU)
-=========================  ==================================================================
+===========================  ==================================================================
+field                        meaning
+===========================  ==================================================================
+``trace_planes``             prefix of the profiler planes that hold the kernel events
+                             (`tpucost.measure` reads them)
+``async_kernels``            whether a kernel's profiler event can end before its work does
+                             (XLA:CPU's Eigen thunks: `tpucost.measure` times them to their
+                             completion)
+``scratchpad_bytes``         fast memory one tiled kernel's blocks should fit in: VMEM (TPU),
+                             shared memory (GPU), None for the per-core L2 cache read from sysfs
+                             (CPU); the tile analytical model penalises working sets above it
+``block_lane``               the alignment unit of a block's minor dim (the TPU's lane width,
+                             applied on every backend so that block shapes mean the same)
+``pallas_interpret``         whether Pallas kernels run in interpret mode (the only mode on CPU)
+``tile_lowering``            how `tpucost.tiles.build` runs a tile kernel by default: ``"pallas"``
+                             (``pallas_call``) or ``"xla_loop"`` (the same body as an XLA loop
+                             over the grid, `tpucost.tiles.lowering`)
+``tile_size_scale``          how much larger, per dim, the tile families' sampled problems are
+``compile_configurations``   the `tpucost.programs` configurations that set this backend's XLA
+                             compile options (offered to the corpus and the autotuner when the
+                             installed jaxlib has the options: `tpucost.compat`)
+``scoring_compile_options``  XLA options that make a compile cheaper without changing the
+                             optimised HLO it prints (all the model reads): the autotuner's
+                             program-space predictor compiles with them (CPU: LLVM at -O0,
+                             without its expensive passes; none elsewhere, untested)
+``tested``                   whether tpucost has run on it (CPU), or is written against
+                             documented behaviour (GPU, TPU)
+===========================  ==================================================================
 
 `backend()` gives the record of JAX's default backend (or of a name: ``"cuda"`` and ``"rocm"``
 are GPU).
@@ -52,6 +56,7 @@ class Backend:
     tile_lowering: str
     tile_size_scale: int
     compile_configurations: tuple[str, ...]
+    scoring_compile_options: tuple[tuple[str, object], ...]
     tested: bool
 
 
@@ -69,6 +74,12 @@ BACKENDS: dict[str, Backend] = {
         tile_lowering="xla_loop",  # Pallas' interpreter copies whole operands per step (tiles.overhead)
         tile_size_scale=1,
         compile_configurations=_CPU_CONFIGURATIONS,
+        # Backend code generation only: the HLO passes, and so the optimised HLO, are unchanged
+        # (tests/test_autotune.py checks the text is identical for every built-in example).
+        scoring_compile_options=(
+            ("xla_backend_optimization_level", 0),
+            ("xla_llvm_disable_expensive_passes", True),
+        ),
         tested=True,
     ),
     # GPU: interpret mode too (the tile kernels accumulate over a sequential grid axis, which
@@ -83,6 +94,7 @@ BACKENDS: dict[str, Backend] = {
         tile_lowering="pallas",
         tile_size_scale=1,
         compile_configurations=(),
+        scoring_compile_options=(),
         tested=False,
     ),
     # TPU: Mosaic-compiled; the default scoped VMEM limit of v5e.
@@ -96,6 +108,7 @@ BACKENDS: dict[str, Backend] = {
         tile_lowering="pallas",
         tile_size_scale=4,
         compile_configurations=(),
+        scoring_compile_options=(),
         tested=False,
     ),
 }

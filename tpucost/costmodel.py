@@ -94,6 +94,9 @@ class CostModel:
         self.trained_on = dict(trained_on) if trained_on else None
         self.trained_dispatch_ns = float(trained_dispatch_ns or 0.0)
         self.correction: calibration.Correction | None = None
+        #: The arguments of `load` that made this model (None when built otherwise): another
+        #: process loads the same model with them (`tpucost.autotune.wall_time`).
+        self.loaded_with: dict[str, Any] | None = None
 
     @property
     def dispatch_ns_per_kernel(self) -> float:
@@ -134,6 +137,12 @@ class CostModel:
         )
         if calibrated:
             loaded._use_device_at_hand(root)
+        loaded.loaded_with = {
+            "model_dir": str(root),
+            "method": method,
+            "split": split,
+            "calibrated": calibrated,
+        }
         return loaded
 
     def _use_device_at_hand(self, root: Path) -> None:

@@ -4,7 +4,10 @@
 * `tpucost.autotune.strategies`: `RandomSearch`, `SimulatedAnnealing` (ask / tell);
 * `tpucost.autotune.tunable`: the program to tune and its space (`load_tunable`);
 * `tpucost.autotune.evaluators`: `DeviceEvaluator`, `ProgramPredictor`, `TilePredictor`;
-* `tpucost.autotune.search`: `device_only_search`, `model_guided_search`;
+* `tpucost.autotune.search`: the arms at equal device seconds: `device_only_search`,
+  `model_guided_search`, `random_order_search` (the control), `heuristic_search`;
+* `tpucost.autotune.wall_time`: the model-using arms at equal wall time (`wall_time_search`), the
+  model scoring on spare cores beside the measurements (`ScoringWorker`);
 * `tpucost.autotune.remeasure`: the fresh-process re-measurement that reports are made of;
 * `tpucost.autotune.journal`: resuming a killed experiment;
 * `tpucost.autotune.protocol`: `autotune`, the whole experiment over seeds and starts;
@@ -26,7 +29,7 @@ from tpucost.autotune.evaluators import (
     TilePredictor,
 )
 from tpucost.autotune.journal import JOURNAL_NAME
-from tpucost.autotune.protocol import STARTS, STRATEGY_NAMES, Autotuning, autotune
+from tpucost.autotune.protocol import ARMS, STARTS, STRATEGY_NAMES, Autotuning, autotune
 from tpucost.autotune.remeasure import remeasure, remeasure_in_fresh_process
 from tpucost.autotune.reports import (
     PAPER_MODEL_VS_DEVICE,
@@ -36,10 +39,26 @@ from tpucost.autotune.reports import (
     measurement_noise,
     report_table,
 )
-from tpucost.autotune.search import SearchRun, device_only_search, model_guided_search, run_search
+from tpucost.autotune.search import (
+    BUDGETS,
+    SearchRun,
+    device_only_search,
+    heuristic_search,
+    measure_in_order,
+    model_guided_search,
+    random_order_search,
+    run_search,
+)
 from tpucost.autotune.space import Config, Space
 from tpucost.autotune.strategies import STRATEGIES, RandomSearch, SearchStrategy, SimulatedAnnealing
-from tpucost.autotune.tunable import Tunable, default_tile_config, load_program, load_tunable
+from tpucost.autotune.tunable import (
+    Tunable,
+    default_tile_config,
+    heuristic_candidates,
+    load_program,
+    load_tunable,
+)
+from tpucost.autotune.wall_time import ScoringWorker, scoring_cores, wall_time_search
 
 __all__ = [
     "CachedPredictor",
@@ -50,6 +69,7 @@ __all__ = [
     "ProgramPredictor",
     "TilePredictor",
     "JOURNAL_NAME",
+    "ARMS",
     "STARTS",
     "STRATEGY_NAMES",
     "Autotuning",
@@ -62,9 +82,13 @@ __all__ = [
     "comparison_table",
     "measurement_noise",
     "report_table",
+    "BUDGETS",
     "SearchRun",
     "device_only_search",
+    "heuristic_search",
+    "measure_in_order",
     "model_guided_search",
+    "random_order_search",
     "run_search",
     "Config",
     "Space",
@@ -74,6 +98,10 @@ __all__ = [
     "SimulatedAnnealing",
     "Tunable",
     "default_tile_config",
+    "heuristic_candidates",
     "load_program",
     "load_tunable",
+    "ScoringWorker",
+    "scoring_cores",
+    "wall_time_search",
 ]

@@ -3,7 +3,9 @@
 `DeviceEvaluator` compiles and runs it (its seconds are device seconds); `ProgramPredictor` (program
 space: compile, then the kernel model) and `TilePredictor` (tile space: the tile model, no compile)
 score it with a model (their seconds are search time on the host). Each keeps a `Counter` of what
-it spent. `compile_candidate` compiles a candidate once for the two evaluators that need it compiled.
+it spent. `compile_candidate` compiles a candidate once for the two evaluators that need it compiled;
+`scoring_compile_options` are the options that make the predictor's compiles cheaper without
+changing the HLO the model reads.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tpucost import losses, tiles
+from tpucost import backends, compat, losses, tiles
 from tpucost.autotune.space import Config, Space
 from tpucost.autotune.tunable import Tunable
 from tpucost.costmodel import CostModel
@@ -29,6 +31,7 @@ __all__ = [
     "Counter",
     "CompiledCandidate",
     "compile_candidate",
+    "scoring_compile_options",
     "DeviceEvaluator",
     "CachedPredictor",
     "ProgramPredictor",
@@ -94,11 +97,22 @@ class CompiledCandidate:
     compile_seconds: float
 
 
-def compile_candidate(tunable: Tunable, config: Config) -> CompiledCandidate:
-    """Build ``config`` of ``tunable`` and compile it (`tpucost.measure.compile_fn`), timed."""
+def scoring_compile_options(backend: str | None = None) -> dict[str, Any]:
+    """The backend's `tpucost.backends.Backend.scoring_compile_options` that the installed jaxlib
+    has: they cheapen code generation and leave the optimised HLO (all a model reads) unchanged."""
+    options = dict(backends.backend(backend).scoring_compile_options)
+    return options if options and compat.supports_compile_options(options) else {}
+
+
+def compile_candidate(tunable: Tunable, config: Config, for_scoring: bool = False) -> CompiledCandidate:
+    """Build ``config`` of ``tunable`` and compile it (`tpucost.measure.compile_fn`), timed;
+    ``for_scoring``: with `scoring_compile_options` too (the HLO to score, not an executable to time)."""
     t0 = time.perf_counter()
     fn, args = tunable.build(config)
-    compiled = compile_fn(fn, args, tunable.compiler_options(config))
+    options = tunable.compiler_options(config)
+    if for_scoring:
+        options = {**scoring_compile_options(), **options}
+    compiled = compile_fn(fn, args, options)
     return CompiledCandidate(compiled, tuple(args), time.perf_counter() - t0)
 
 
@@ -161,14 +175,16 @@ class CachedPredictor:
 class ProgramPredictor(CachedPredictor):
     """Score a program-space candidate: compile it (never run it) and sum the kernel model's
     predictions over its kernels, plus the dispatch overhead (`CostModel.predict_hlo`). Its seconds
-    (compile + predict) are search time on the host, not device time."""
+    (compile + predict) are search time on the host, not device time. ``fast_compile`` (the
+    default): compile with `scoring_compile_options` (the same HLO, a cheaper compile;
+    `benchmarks/autotune_speed.py` measures the gain)."""
 
-    def __init__(self, tunable: Tunable, cost_model: CostModel):
+    def __init__(self, tunable: Tunable, cost_model: CostModel, fast_compile: bool = True):
         super().__init__(tunable.space)
-        self.tunable, self.cost_model = tunable, cost_model
+        self.tunable, self.cost_model, self.fast_compile = tunable, cost_model, fast_compile
 
     def _predict(self, config: Config) -> Evaluation:
-        return self.predict(compile_candidate(self.tunable, config))
+        return self.predict(compile_candidate(self.tunable, config, for_scoring=self.fast_compile))
 
     def predict(self, candidate: CompiledCandidate) -> Evaluation:
         """Score an already compiled candidate (not cached; its compile time counts as this one's)."""

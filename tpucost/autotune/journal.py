@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tpucost.autotune.search import SearchRun
+from tpucost.autotune.search import BUDGETS, SearchRun
 from tpucost.files import write_text_atomic
 
 __all__ = ["JOURNAL_NAME", "Journal"]
@@ -43,7 +43,7 @@ class Journal:
     def __init__(self, workdir: str | os.PathLike, experiment: Mapping[str, Any]):
         self.path = Path(workdir) / JOURNAL_NAME
         self.experiment = dict(experiment)
-        self.done: dict[tuple[int, str, str], dict[str, Any]] = {}
+        self.done: dict[tuple[int, str, str, str], dict[str, Any]] = {}
         if self.path.exists():
             self._load()
         else:
@@ -64,7 +64,9 @@ class Journal:
                 self._check_experiment(entry)
             else:
                 run = entry["run"]
-                self.done[(int(run["seed"]), run["start"], run["strategy"])] = entry
+                self.done[
+                    (int(run["seed"]), run["start"], run["strategy"], run.get("budget", BUDGETS[0]))
+                ] = entry
             kept.append(line)
         if len(kept) != len(lines):
             write_text_atomic(self.path, "\n".join(kept) + "\n")
@@ -88,12 +90,13 @@ class Journal:
             os.fsync(fh.fileno())
 
     def get(
-        self, seed: int, start: str, strategy: str
+        self, seed: int, start: str, strategy: str, budget: str = BUDGETS[0]
     ) -> tuple[SearchRun, dict[str, dict[str, float]]] | None:
-        entry = self.done.get((seed, start, strategy))
+        """The completed search of this seed, start, arm and budget (`BUDGETS`), with what it spent."""
+        entry = self.done.get((seed, start, strategy, budget))
         return None if entry is None else (_run_from_dict(entry["run"]), entry["spent"])
 
     def add(self, run: SearchRun, spent: Mapping[str, Mapping[str, float]]) -> None:
         line = json.dumps({"run": dataclasses.asdict(run), "spent": spent}, default=_json_scalar)
         self._write_lines([line])
-        self.done[(run.seed, run.start, run.strategy)] = json.loads(line)
+        self.done[(run.seed, run.start, run.strategy, run.budget)] = json.loads(line)

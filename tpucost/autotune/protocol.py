@@ -63,18 +63,30 @@ import jax
 import numpy as np
 
 from tpucost import device
+from tpucost.autotune import wall_time
 from tpucost.autotune.evaluators import CachedPredictor, DeviceEvaluator, ProgramPredictor, TilePredictor
 from tpucost.autotune.journal import Journal
 from tpucost.autotune.remeasure import remeasure, remeasure_in_fresh_process
-from tpucost.autotune.search import SearchRun, device_only_search, model_guided_search
+from tpucost.autotune.search import (
+    BUDGETS,
+    SearchRun,
+    device_only_search,
+    heuristic_search,
+    model_guided_search,
+    random_order_search,
+)
 from tpucost.autotune.strategies import StrategyFactory
-from tpucost.autotune.tunable import load_tunable
+from tpucost.autotune.tunable import Tunable, heuristic_candidates, load_tunable
 from tpucost.costmodel import CostModel
 
-__all__ = ["STARTS", "STRATEGY_NAMES", "Autotuning", "autotune"]
+__all__ = ["STARTS", "ARMS", "STRATEGY_NAMES", "BUDGETS", "Autotuning", "autotune"]
 
 STARTS: tuple[str, ...] = ("from_default", "from_random")
-STRATEGY_NAMES: tuple[str, ...] = ("device_only", "model_guided")
+#: The arms of the experiment (see the module docstring); `STRATEGY_NAMES` is the same tuple.
+ARMS: tuple[str, ...] = ("device_only", "model_guided", "random_order", "heuristic")
+STRATEGY_NAMES = ARMS
+#: The arms that use no model: their wall time is their device time, so one run serves both budgets.
+_NO_MODEL = ("device_only", "heuristic")
 
 
 @dataclasses.dataclass
@@ -114,6 +126,54 @@ def _entry(runs: list[SearchRun], fresh: Mapping[int, float], default_ns: float)
     }
 
 
+def _comparisons(
+    runs: list[SearchRun], fresh_by_run: Mapping[int, float], starts: Sequence[str]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """How much faster model-guided's pick was than each other arm's, per seed (other's runtime /
+    model-guided's - 1, fresh-process figures), as spreads over seeds, by arm and start."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for other in ARMS:
+        if other == "model_guided":
+            continue
+        out[other] = {}
+        for start in starts:
+            mine = {
+                r.seed: fresh_by_run[id(r)] for r in runs if r.strategy == "model_guided" and r.start == start
+            }
+            theirs = {r.seed: fresh_by_run[id(r)] for r in runs if r.strategy == other and r.start == start}
+            pairs = [theirs[s] / mine[s] - 1.0 for s in mine if s in theirs]
+            if pairs:
+                out[other][start] = _spread(pairs)
+    return out
+
+
+def _noise(
+    tunable: Tunable, default_ns: float, processes: int, rounds: int, fresh_process: bool
+) -> dict[str, Any]:
+    """The noise floor: the default's fresh-process runtime of the experiment and ``processes``
+    more, each re-measured alone right after it; ``spread`` = slowest / fastest - 1."""
+    more = []
+    for _ in range(processes):
+        configs = [tunable.space.default]
+        if fresh_process:
+            more.append(
+                remeasure_in_fresh_process(tunable.spec, tunable.kind, configs, rounds)["runtime_ns"][0]
+            )
+        else:
+            more.append(remeasure(tunable.spec, tunable.kind, configs, rounds)[0])
+    runtimes = [default_ns, *more]
+    return {
+        "config": tunable.space.default,
+        "runtime_ns": runtimes,
+        "processes": len(runtimes),
+        "rounds": rounds,
+        "spread": max(runtimes) / min(runtimes) - 1.0,
+        "includes_experiment": True,
+        "how": "the default configuration's fresh-process figure: the experiment's own (first) and "
+        f"{processes} more measured right after it, each alone in its own process",
+    }
+
+
 def autotune(
     program: str,
     space: str = "program",
@@ -129,34 +189,56 @@ def autotune(
     fresh_process: bool = True,
     progress: bool = False,
     workdir: str | os.PathLike | None = None,
+    wall_budget_s: float | None = None,
+    noise_processes: int = 3,
+    scoring: str = "auto",
 ) -> Autotuning:
-    """Device-only and model-guided search of ``program`` (``"example:NAME"`` or ``"FILE.py:NAME"``)
-    in ``space``, each with ``budget_s`` device seconds, from each of ``starts`` and each seed;
-    then every search's best configuration and the default re-measured in a fresh process
-    (``fresh_process=False``: in this one, for tests), and reported from those figures.
+    """The four arms (`ARMS`) on ``program`` (``"example:NAME"`` or ``"FILE.py:NAME"``) in
+    ``space``, from each of ``starts`` and each seed, under two budgets: ``budget_s`` device
+    seconds per search (the paper's; the model's search is free) and ``wall_budget_s`` wall-clock
+    seconds (default: ``budget_s``; predicting included, `tpucost.autotune.wall_time`). Then every
+    search's best configuration and the default are re-measured in a fresh process
+    (``fresh_process=False``: in this one, for tests), the default ``noise_processes`` more times
+    alone (the noise floor), and the report is made of those figures.
 
-    ``n_candidates``: how many distinct candidates the model-guided search scores (default 100 in
+    ``n_candidates``: how many distinct candidates a model-guided search scores (default 100 in
     the program space, where each costs a compile; 2000 in the tile space). The random start of a
-    seed is the same for both strategies. Returns `Autotuning` (``.report`` is the CLI's JSON).
+    seed is the same for every arm. ``scoring``: ``"auto"`` scores the wall-time arms in a worker
+    on the cores outside this process's affinity when there are any, ``"sequential"`` always in
+    this process. Returns `Autotuning` (``.report`` is the CLI's JSON).
 
     ``workdir``: keep a journal of the completed searches there (`JOURNAL_NAME`) and skip them when
-    called again with the same experiment (program, space, budget, search, candidates, repeats,
+    called again with the same experiment (program, space, budgets, search, candidates, repeats,
     seeds' searches already done): a killed run resumes, losing at most the search in progress. A
     journal written for another experiment is refused with an error naming the differing field.
     """
     for s in starts:
         if s not in STARTS:
             raise ValueError(f"unknown start {s!r}; expected one of {STARTS}")
+    if scoring not in ("auto", "sequential"):
+        raise ValueError(f"unknown scoring {scoring!r}; expected 'auto' or 'sequential'")
     tunable = load_tunable(program, space)
+    wall_budget_s = float(budget_s if wall_budget_s is None else wall_budget_s)
     if n_candidates is None:
         n_candidates = 100 if space == "program" else 2000
     if space == "program":
-        predictor: CachedPredictor = ProgramPredictor(tunable, cost_model or CostModel.load())
+        cost_model = cost_model or CostModel.load()
+        predictor: CachedPredictor = ProgramPredictor(tunable, cost_model)
+        wall_predictor: CachedPredictor = ProgramPredictor(tunable, cost_model)
+        model = None if cost_model.loaded_with is None else {"cost_model": cost_model.loaded_with}
     else:
         predictor = TilePredictor(tunable, tile_model_dir)
+        wall_predictor = TilePredictor(tunable, tile_model_dir)
+        model = {"tile_model_dir": None if tile_model_dir is None else str(tile_model_dir)}
     measurer = DeviceEvaluator(tunable, repeats=repeats)
+    heuristic = heuristic_candidates(tunable)
     search_name = search if isinstance(search, str) else getattr(search, "__name__", "custom")
     backend, device_name = jax.default_backend(), device.describe(device.fingerprint())
+    cores = (
+        wall_time.scoring_cores()
+        if scoring == "auto" and model is not None and isinstance(search, str)
+        else []
+    )
     journal = (
         None
         if workdir is None
@@ -166,65 +248,86 @@ def autotune(
                 "program": tunable.spec,
                 "space": space,
                 "budget_seconds": float(budget_s),
+                "wall_budget_seconds": wall_budget_s,
                 "search": search_name,
                 "model_candidates": int(n_candidates),
                 "repeats": int(repeats),
                 "space_size": tunable.space.size,
                 "backend": backend,
                 "device": device_name,
+                "scoring_cores": len(cores),
             },
         )
     )
     t_start = time.perf_counter()
+    worker: wall_time.ScoringWorker | None = None
     runs: list[SearchRun] = []
-    for seed in seeds:
-        for start_name in starts:
-            start = (
-                tunable.space.default
-                if start_name == "from_default"
-                else tunable.space.random(np.random.default_rng([seed, 1]))
-            )
-            for strategy in STRATEGY_NAMES:
-                resumed = journal.get(seed, start_name, strategy) if journal is not None else None
-                if resumed is not None:
-                    run, spent = resumed
-                    predictor.counter.add_spent(spent["model"])
-                    measurer.counter.add_spent(spent["device"])
+    searches = [(arm, "device_seconds") for arm in ARMS] + [
+        (arm, "wall_time") for arm in ARMS if arm not in _NO_MODEL
+    ]
+    try:
+        for seed in seeds:
+            for start_name in starts:
+                start = (
+                    tunable.space.default
+                    if start_name == "from_default"
+                    else tunable.space.random(np.random.default_rng([seed, 1]))
+                )
+                guided: SearchRun | None = None
+                for arm, budget in searches:
+                    resumed = journal.get(seed, start_name, arm, budget) if journal is not None else None
+                    if resumed is not None:
+                        run, spent = resumed
+                        predictor.counter.add_spent(spent["model"])
+                        measurer.counter.add_spent(spent["device"])
+                    else:
+                        before = (
+                            dataclasses.replace(predictor.counter),
+                            dataclasses.replace(measurer.counter),
+                        )
+                        if budget == "wall_time" and cores and worker is None:
+                            worker = wall_time.ScoringWorker(tunable, model, cores)
+                        run = _one_search(
+                            arm,
+                            budget,
+                            tunable,
+                            predictor,
+                            wall_predictor,
+                            measurer,
+                            start,
+                            start_name,
+                            seed,
+                            budget_s,
+                            wall_budget_s,
+                            n_candidates,
+                            search,
+                            heuristic,
+                            guided,
+                            worker,
+                        )
+                        if journal is not None:
+                            journal.add(
+                                run,
+                                {
+                                    "model": predictor.counter.since(before[0]),
+                                    "device": measurer.counter.since(before[1]),
+                                },
+                            )
+                    if arm == "model_guided" and budget == "device_seconds":
+                        guided = run
                     runs.append(run)
-                    continue
-                before = (dataclasses.replace(predictor.counter), dataclasses.replace(measurer.counter))
-                if strategy == "device_only":
-                    run = device_only_search(
-                        tunable.space, measurer, start, budget_s, search, seed, start_name
-                    )
-                else:
-                    run = model_guided_search(
-                        tunable.space,
-                        predictor,
-                        measurer,
-                        start,
-                        budget_s,
-                        n_candidates,
-                        search,
-                        seed,
-                        start_name,
-                    )
-                runs.append(run)
-                if journal is not None:
-                    journal.add(
-                        run,
-                        {
-                            "model": predictor.counter.since(before[0]),
-                            "device": measurer.counter.since(before[1]),
-                        },
-                    )
-                if progress:
-                    print(
-                        f"seed {seed} {start_name:<12} {strategy:<12} best {run.best_measured_ns / 1e6:8.3f} ms "
-                        f"({len(run.measured)} measured in {run.device_seconds:5.1f} device s, "
-                        f"{len(run.predicted)} predicted in {run.search_seconds:5.1f} s)",
-                        file=sys.stderr,
-                    )
+                    if progress:
+                        print(
+                            f"seed {seed} {start_name:<12} {arm:<12} {budget:<14} best "
+                            f"{run.best_measured_ns / 1e6:8.3f} ms ({len(run.measured)} measured in "
+                            f"{run.device_seconds:5.1f} device s, {len(run.predicted)} predicted in "
+                            f"{run.search_seconds:5.1f} s, {run.wall_seconds:5.1f} s wall)",
+                            file=sys.stderr,
+                        )
+    finally:
+        worker_start = None if worker is None else worker.start_seconds
+        if worker is not None:
+            worker.close()
     # Re-measure the default and every search's best, in a fresh process.
     keys: dict[tuple[int, ...], int] = {tunable.space.key(tunable.space.default): 0}
     for r in runs:
@@ -237,36 +340,47 @@ def autotune(
     ns_of = dict(zip(keys, fresh["runtime_ns"], strict=True))
     default_ns = ns_of[tunable.space.key(tunable.space.default)]
     fresh_by_run = {id(r): ns_of[tunable.space.key(r.best_config)] for r in runs}
-    strategies: dict[str, dict[str, Any]] = {}
-    for strategy in STRATEGY_NAMES:
-        strategies[strategy] = {
-            start: _entry(
-                [r for r in runs if r.strategy == strategy and r.start == start], fresh_by_run, default_ns
-            )
-            for start in starts
-        }
-    comparison = {}
-    for start in starts:
-        pairs = [
-            (fresh_by_run[id(d)] / fresh_by_run[id(m)]) - 1.0
-            for d, m in zip(
-                [r for r in runs if r.strategy == "device_only" and r.start == start],
-                [r for r in runs if r.strategy == "model_guided" and r.start == start],
-                strict=True,
-            )
+    by_budget: dict[str, dict[str, Any]] = {}
+    for budget in BUDGETS:
+        chosen = [
+            r for r in runs if r.budget == budget or (budget == "wall_time" and r.strategy in _NO_MODEL)
         ]
-        comparison[start] = _spread(pairs)
+        by_budget[budget] = {
+            "budget_seconds": float(budget_s if budget == "device_seconds" else wall_budget_s),
+            "strategies": {
+                arm: {
+                    start: _entry(
+                        [r for r in chosen if r.strategy == arm and r.start == start],
+                        fresh_by_run,
+                        default_ns,
+                    )
+                    for start in starts
+                }
+                for arm in ARMS
+            },
+            "model_guided_faster_than": _comparisons(chosen, fresh_by_run, starts),
+        }
+    device_budget = by_budget["device_seconds"]
     report = {
         "space": space,
         "program": program,
         "default_ns": default_ns,
         "default_config": tunable.space.default,
-        "strategies": strategies,
-        "model_guided_faster_than_device_only": comparison,
+        "strategies": device_budget["strategies"],
+        "model_guided_faster_than_device_only": device_budget["model_guided_faster_than"]["device_only"],
+        "model_guided_faster_than": device_budget["model_guided_faster_than"],
+        "wall_time": {
+            **by_budget["wall_time"],
+            "scoring": "beside" if cores else "sequential",
+            "scoring_cores": cores,
+            "scoring_worker_start_seconds": worker_start,
+            "same_runs_as_device_seconds": list(_NO_MODEL),
+        },
         "budget_seconds": budget_s,
         "seeds": list(seeds),
         "search": search_name,
         "model_candidates": n_candidates,
+        "heuristic_candidates": len(heuristic),
         "space_size": tunable.space.size,
         "knobs": {k: len(v) for k, v in tunable.space.knobs.items()},
         "rates": {"model": predictor.counter.to_dict(), "device": measurer.counter.to_dict()},
@@ -281,4 +395,56 @@ def autotune(
         "device": device_name,
         "seconds": time.perf_counter() - t_start,
     }
+    if noise_processes > 0:
+        report["noise"] = {
+            **_noise(tunable, default_ns, noise_processes, fresh_rounds, fresh_process),
+            "device": device_name,
+        }
     return Autotuning(report, runs)
+
+
+def _one_search(
+    arm: str,
+    budget: str,
+    tunable: Tunable,
+    predictor: CachedPredictor,
+    wall_predictor: CachedPredictor,
+    measurer: DeviceEvaluator,
+    start: Mapping[str, Any],
+    start_name: str,
+    seed: int,
+    budget_s: float,
+    wall_budget_s: float,
+    n_candidates: int,
+    search: str | StrategyFactory,
+    heuristic: Sequence[Mapping[str, Any]],
+    guided: SearchRun | None,
+    worker: wall_time.ScoringWorker | None,
+) -> SearchRun:
+    """One arm's search under one budget (the loop of `autotune`)."""
+    space = tunable.space
+    if budget == "wall_time":
+        return wall_time.wall_time_search(
+            tunable,
+            measurer,
+            dict(start),
+            wall_budget_s,
+            n_candidates,
+            order="predicted" if arm == "model_guided" else "random",
+            strategy=search,
+            seed=seed,
+            start_name=start_name,
+            worker=worker,
+            predictor=None if worker is not None else wall_predictor,
+        )
+    if arm == "device_only":
+        return device_only_search(space, measurer, dict(start), budget_s, search, seed, start_name)
+    if arm == "model_guided":
+        return model_guided_search(
+            space, predictor, measurer, dict(start), budget_s, n_candidates, search, seed, start_name
+        )
+    if arm == "random_order":
+        if guided is None:
+            raise RuntimeError("the random-order control needs the model-guided search of its seed first")
+        return random_order_search(guided, measurer, budget_s, seed)
+    return heuristic_search(heuristic, measurer, budget_s, seed, start_name)

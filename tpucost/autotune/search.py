@@ -1,18 +1,26 @@
-"""The two searches of the paper's protocol: device-only, and model-guided then measured.
+"""The searches ("arms") of the protocol, each under a device budget.
 
-`device_only_search` drives a strategy with measurements until the device budget is spent;
-`model_guided_search` drives it with predictions over a number of candidates (search time, not
-device time), then measures the best-predicted candidates, best first, until the same device budget
-is spent. Both return a `SearchRun`. Measuring a candidate costs its compile plus its runs in both
-(the measurement compiles again even when the model compiled the candidate to score it); the
-budget is checked before each measurement, so a search ends at most one candidate past it.
+* `device_only_search` drives a strategy with measurements until the device budget is spent;
+* `model_guided_search` (the paper's) drives it with predictions over a number of candidates
+  (search time, not device time), then measures the best-predicted candidates, best first, until
+  the same device budget is spent;
+* `random_order_search`, the control: the model-guided search's candidates measured in a random
+  order, so that its difference to model-guided is what the model's *ranking* adds;
+* `heuristic_search`: a fixed list of candidates a user would try without any model (e.g. largest
+  block first), measured in order.
+
+Each returns a `SearchRun`. Measuring a candidate costs its compile plus its runs (the measurement
+compiles again even when the model compiled the candidate to score it); the budget is checked
+before each measurement, so a search ends at most one candidate past it. The equal-wall-time arms
+are in `tpucost.autotune.wall_time`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +29,20 @@ from tpucost.autotune.evaluators import Evaluation, Evaluator
 from tpucost.autotune.space import Config, Space
 from tpucost.autotune.strategies import StrategyFactory, strategy_factory
 
-__all__ = ["SearchRun", "run_search", "device_only_search", "model_guided_search"]
+__all__ = [
+    "BUDGETS",
+    "SearchRun",
+    "run_search",
+    "measure_in_order",
+    "device_only_search",
+    "model_guided_search",
+    "random_order_search",
+    "heuristic_search",
+]
+
+#: What a search's budget counts: ``"device_seconds"`` (the paper's: the model's search is free)
+#: or ``"wall_time"`` (host + device seconds, what a CPU user waits for).
+BUDGETS: tuple[str, ...] = ("device_seconds", "wall_time")
 
 
 @dataclasses.dataclass
@@ -33,19 +54,22 @@ class SearchRun:
     ``history``: ``(device seconds, best measured ns so far)`` after each measurement.
     ``search_seconds``: host seconds spent predicting (compiling included; 0 for device-only);
     ``search_compile_seconds`` of those compiling. ``device_compile_seconds``: device seconds
-    spent compiling the measured candidates.
+    spent compiling the measured candidates. ``budget``: what the budget counted (`BUDGETS`);
+    ``wall_seconds``: the search's wall-clock time, predicting and measuring.
     """
 
     strategy: str
     start: str
     seed: int
     start_config: Config
+    budget: str = "device_seconds"
     measured: list[tuple[Config, float, float]] = dataclasses.field(default_factory=list)
     predicted: list[tuple[Config, float]] = dataclasses.field(default_factory=list)
     device_seconds: float = 0.0
     device_compile_seconds: float = 0.0
     search_seconds: float = 0.0
     search_compile_seconds: float = 0.0
+    wall_seconds: float = 0.0
 
     @property
     def best_config(self) -> Config:
@@ -73,7 +97,15 @@ class SearchRun:
             "candidates_predicted": len(self.predicted),
             "search_seconds": self.search_seconds,
             "search_compile_seconds": self.search_compile_seconds,
+            "wall_seconds": self.wall_seconds,
         }
+
+    def measure(self, measurer: Evaluator, config: Config) -> None:
+        """Measure ``config`` and record it (device seconds, compile seconds, the measurement)."""
+        ev = measurer(config)
+        self.device_seconds += ev.seconds
+        self.device_compile_seconds += ev.compile_seconds
+        self.measured.append((dict(config), ev.cost_ns, self.device_seconds))
 
 
 def run_search(
@@ -139,6 +171,7 @@ def device_only_search(
     """The baseline: ``strategy`` driven by measurements on the device until ``budget_s`` device
     seconds are spent (the last measurement may end past it)."""
     run = SearchRun("device_only", start_name, seed, dict(start))
+    t0 = time.perf_counter()
 
     def record(config: Config, ev: Evaluation, spent: float) -> None:
         run.device_seconds = spent
@@ -154,6 +187,7 @@ def device_only_search(
         budget_s=budget_s,
         on_result=record,
     )
+    run.wall_seconds = time.perf_counter() - t0
     return run
 
 
@@ -171,6 +205,7 @@ def model_guided_search(
     """The paper's protocol: ``strategy`` driven by ``predictor`` over ``n_candidates`` distinct
     candidates (search time, not device time), then the candidates measured in order of predicted
     cost, best first, until ``budget_s`` device seconds are spent (the last may end past it)."""
+    t0 = time.perf_counter()
     run = SearchRun("model_guided", start_name, seed, dict(start))
     scored = run_search(
         space, predictor, strategy, start, np.random.default_rng([seed, 0]), max_candidates=n_candidates
@@ -178,11 +213,49 @@ def model_guided_search(
     run.predicted = [(dict(c), ev.cost_ns) for c, ev in scored]
     run.search_seconds = sum(ev.seconds for _, ev in scored)
     run.search_compile_seconds = sum(ev.compile_seconds for _, ev in scored)
-    for config, _ in sorted(run.predicted, key=lambda p: p[1]):  # stable: ties keep search order
+    ranked = [c for c, _ in sorted(run.predicted, key=lambda p: p[1])]  # stable: ties keep search order
+    measure_in_order(run, measurer, ranked, budget_s)
+    run.wall_seconds = time.perf_counter() - t0
+    return run
+
+
+def measure_in_order(run: SearchRun, measurer: Evaluator, configs: Sequence[Config], budget_s: float) -> None:
+    """Measure ``configs`` in order into ``run`` until its device seconds reach ``budget_s``
+    (checked before each, so the last may end past it) or the list ends."""
+    for config in configs:
         if run.device_seconds >= budget_s:
             break
-        ev = measurer(config)
-        run.device_seconds += ev.seconds
-        run.device_compile_seconds += ev.compile_seconds
-        run.measured.append((dict(config), ev.cost_ns, run.device_seconds))
+        run.measure(measurer, config)
+
+
+def random_order_search(guided: SearchRun, measurer: Evaluator, budget_s: float, seed: int = 0) -> SearchRun:
+    """The control arm: the candidates ``guided`` (a model-guided search) scored, measured in a
+    random order (drawn from ``seed``) instead of best-predicted first, with the same device
+    budget. It shares ``guided``'s search, so its search seconds are ``guided``'s."""
+    t0 = time.perf_counter()
+    run = dataclasses.replace(
+        guided, strategy="random_order", measured=[], device_seconds=0.0, device_compile_seconds=0.0
+    )
+    order = np.random.default_rng([seed, 2]).permutation(len(guided.predicted))
+    measure_in_order(run, measurer, [guided.predicted[i][0] for i in order], budget_s)
+    run.wall_seconds = guided.search_seconds + time.perf_counter() - t0
+    return run
+
+
+def heuristic_search(
+    candidates: Sequence[Config],
+    measurer: Evaluator,
+    budget_s: float,
+    seed: int = 0,
+    start_name: str = "",
+) -> SearchRun:
+    """The no-model arm: ``candidates`` (what a user would try first, in order: e.g. largest block
+    first, `tpucost.autotune.tunable.heuristic_candidates`) measured in order with ``budget_s``
+    device seconds. It ignores the start; ``start_name`` and ``seed`` only label the run."""
+    if not candidates:
+        raise ValueError("the heuristic arm needs at least one candidate")
+    t0 = time.perf_counter()
+    run = SearchRun("heuristic", start_name, seed, dict(candidates[0]))
+    measure_in_order(run, measurer, candidates, budget_s)
+    run.wall_seconds = time.perf_counter() - t0
     return run

@@ -24,8 +24,9 @@ from typing import Any
 from tpucost import programs, tiles
 from tpucost.autotune.space import Config, Space
 from tpucost.programs.examples import EXAMPLES
+from tpucost.tasks.tile import largest_block_order
 
-__all__ = ["Tunable", "load_program", "load_tunable", "default_tile_config"]
+__all__ = ["Tunable", "load_program", "load_tunable", "default_tile_config", "heuristic_candidates"]
 
 
 def load_program(spec: str) -> Callable[..., Any]:
@@ -155,3 +156,37 @@ def load_tunable(spec: str, space: str = "program", backend: str | None = None) 
         default = getattr(fn, "default", None) or {n: default_tile_config(c) for n, c in knobs.items()}
         return Tunable(spec, "tile", fn, Space(knobs, default), checked)
     raise ValueError(f"unknown space {space!r}; expected 'program' or 'tile'")
+
+
+def heuristic_candidates(tunable: Tunable) -> list[Config]:
+    """What a user tries without a model, in order (the heuristic arm of `tpucost.autotune`).
+
+    Tile space: largest block first: the r-th candidate gives every kernel its r-th largest legal
+    block (`tpucost.tasks.tile.largest_block_order`; a kernel with fewer keeps its smallest).
+    Program space: ``NAME.heuristic``, a list of partial configurations laid over the default
+    (the obvious ones: e.g. no rematerialisation, XLA's defaults); without one, the default, then
+    the default under each other choice of the ``"xla"`` knob (the compile options a user would
+    try before touching the program).
+    """
+    space = tunable.space
+    if tunable.kind == "tile":
+        orders = {name: largest_block_order(choices) for name, choices in space.knobs.items()}
+        return [
+            {name: dict(space.knobs[name][order[min(r, len(order) - 1)]]) for name, order in orders.items()}
+            for r in range(max(len(o) for o in orders.values()))
+        ]
+    listed = getattr(tunable.fn, "heuristic", None) or [
+        {},
+        *({"xla": name} for name in space.knobs.get("xla", []) if name != space.default.get("xla")),
+    ]
+    out = []
+    for partial in listed:
+        config = {**space.default, **dict(partial)}
+        try:
+            space.key(config)
+        except (KeyError, ValueError) as err:
+            raise ValueError(
+                f"--program {tunable.spec}: NAME.heuristic entry {dict(partial)}: {err}"
+            ) from None
+        out.append(config)
+    return out

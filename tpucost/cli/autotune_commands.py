@@ -1,4 +1,9 @@
-"""``autotune``: device-only against model-guided search of a program's configurations."""
+"""``autotune``: four searches ("arms") of a program's configurations under two budgets.
+
+The arms: device-only, model-guided, the random-order control (the model-guided candidates
+measured in random order) and the heuristic (what a user tries without a model); the budgets:
+device seconds (the paper's) and wall time (predicting included). See `tpucost.autotune.protocol`.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +18,16 @@ from tpucost.costmodel import CostModel
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:
-    """Device-only against model-guided search of the user's program at one device budget."""
+    """The four arms on the user's program, under both budgets, with the noise floor."""
     try:
         label_mode(args)
         autotune.load_tunable(args.program, args.space)  # a bad --program fails here, before any search
         if args.seeds < 1 or args.budget_seconds <= 0:
             raise ValueError("--seeds must be >= 1 and --budget-seconds > 0")
+        if args.wall_budget_seconds is not None and args.wall_budget_seconds <= 0:
+            raise ValueError("--wall-budget-seconds must be > 0")
+        if args.noise_processes < 0:
+            raise ValueError("--noise-processes must be >= 0")
         cost_model = None
         if args.space == "program":
             cost_model = CostModel.load(args.model)
@@ -34,6 +43,9 @@ def cmd_autotune(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             progress=True,  # to stderr: the JSON on stdout stays clean
             workdir=args.workdir,
+            wall_budget_s=args.wall_budget_seconds,
+            noise_processes=args.noise_processes,
+            scoring=args.scoring,
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return fail(err)
@@ -41,30 +53,50 @@ def cmd_autotune(args: argparse.Namespace) -> int:
 
 
 def _print_autotune(r: dict) -> None:
+    wall = r["wall_time"]
     print(
-        f"{r['program']} ({r['space']} space, {r['space_size']} configurations), {r['budget_seconds']:g} device "
-        f"seconds per search, seeds {r['seeds']}; default {r['default_ns'] / 1e6:.3f} ms (fresh process)"
+        f"{r['program']} ({r['space']} space, {r['space_size']} configurations), seeds {r['seeds']}; "
+        f"default {r['default_ns'] / 1e6:.3f} ms (fresh process)"
     )
+    if "noise" in r:
+        print(
+            f"noise floor: {100 * r['noise']['spread']:.1f}% (the default over {r['noise']['processes']} "
+            "fresh processes: speedups closer to 1 than this cannot be told from noise)"
+        )
+    for name, budget in (("device seconds", r), ("wall time", wall)):
+        print(f"\n== equal {name}: {budget['budget_seconds']:g} s per search")
+        if budget is wall:
+            print(
+                f"   model scoring {wall['scoring']} (cores {wall['scoring_cores']}); device-only and "
+                "heuristic are the same runs as above (no model: their wall time is their device time)"
+            )
+        _print_arms(budget["strategies"], budget["model_guided_faster_than"])
+
+
+def _print_arms(strategies: dict, faster_than: dict) -> None:
     print(
-        f"{'strategy':<14} {'start':<13} {'speedup':>8} {'min..max':>13} {'measured':>9} {'predicted':>10}  best config"
+        f"{'arm':<14} {'start':<13} {'speedup':>8} {'min..max':>13} {'measured':>9} {'predicted':>10}  best config"
     )
-    for strategy, starts in r["strategies"].items():
+    for arm, starts in strategies.items():
         for start, e in starts.items():
             spread = e["speedup_spread"]
             print(
-                f"{strategy:<14} {start:<13} {e['speedup_vs_default']:>7.3f}x {spread['min']:>6.3f}..{spread['max']:<6.3f}"
+                f"{arm:<14} {start:<13} {e['speedup_vs_default']:>7.3f}x {spread['min']:>6.3f}..{spread['max']:<6.3f}"
                 f" {e['candidates_measured']:>9.1f} {e['candidates_predicted']:>10.1f}  {json.dumps(e['best_config'])}"
             )
-    for start, c in r["model_guided_faster_than_device_only"].items():
-        print(
-            f"model-guided vs device-only, {start}: {100 * c['mean']:+.1f}% (min {100 * c['min']:+.1f}%, "
-            f"max {100 * c['max']:+.1f}%)"
-        )
+    for other, starts in faster_than.items():
+        for start, c in starts.items():
+            print(
+                f"model-guided vs {other}, {start}: {100 * c['mean']:+.1f}% (min {100 * c['min']:+.1f}%, "
+                f"max {100 * c['max']:+.1f}%)"
+            )
 
 
 def add_autotune_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "autotune", help="model-guided against device-only search of a program's configurations"
+        "autotune",
+        help="device-only, model-guided, random-order control and heuristic search of a program's "
+        "configurations, at equal device seconds and at equal wall time",
     )
     p.add_argument(
         "--space",
@@ -72,9 +104,31 @@ def add_autotune_command(sub: argparse._SubParsersAction) -> None:
         default="program",
         help="program: NAME.space knobs x XLA compile options; tile: block shapes of NAME.kernels",
     )
-    p.add_argument("--program", required=True, help="FILE.py:NAME or example:transformer|mixer|tiled_mlp")
+    p.add_argument(
+        "--program",
+        required=True,
+        help="FILE.py:NAME or example:transformer|mixer|nnx_vit|nnx_convnext|tiled_mlp",
+    )
     p.add_argument(
         "--budget-seconds", type=float, required=True, help="device seconds (compile + run) per search"
+    )
+    p.add_argument(
+        "--wall-budget-seconds",
+        type=float,
+        default=None,
+        help="wall-clock seconds per model-using search, predicting included (default: --budget-seconds)",
+    )
+    p.add_argument(
+        "--noise-processes",
+        type=int,
+        default=3,
+        help="fresh processes that re-measure the default after the searches (the noise floor; 0: none)",
+    )
+    p.add_argument(
+        "--scoring",
+        choices=("auto", "sequential"),
+        default="auto",
+        help="wall-time arms: auto scores on the cores outside the measuring one when there are any",
     )
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     p.add_argument("--search", choices=("anneal", "random"), default="anneal")

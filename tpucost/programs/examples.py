@@ -1,4 +1,8 @@
-"""The autotuner's built-in example programs (``example:NAME``), written with the corpus's blocks.
+"""The autotuner's built-in example programs (``example:NAME``): none is a corpus program.
+
+``transformer`` and ``mixer`` are written with the corpus's blocks (``transformer`` at the sizes of
+a corpus family's program, so it is in distribution: `IN_DISTRIBUTION`); ``nnx_vit`` and
+``nnx_convnext`` are built from Flax NNX's own layers.
 
 A tunable program is ``NAME(config) -> (fn, args)`` with its knobs in ``NAME.space`` (program
 space) or its Pallas kernels in ``NAME.kernels`` (tile space); see `tpucost.autotune.tunable`.
@@ -7,6 +11,9 @@ space) or its Pallas kernels in ``NAME.kernels`` (tile space); see `tpucost.auto
   per layer;
 * ``mixer``: an MLP-mixer train step whose blocks run in a `lax.scan`: remat of its token and
   channel MLPs, scan unroll;
+* ``nnx_vit``: a small Vision Transformer train step of Flax NNX layers: remat per block, Flax's
+  or jax's attention function;
+* ``nnx_convnext``: a small ConvNeXt train step of Flax NNX layers: remat per block;
 * ``tiled_mlp``: matmul + GELU, layer norm, matmul + GELU and softmax as four Pallas kernels of
   `tpucost.tiles`.
 """
@@ -21,12 +28,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import nnx
 from jax import lax
 
 from tpucost import tiles
 from tpucost.programs import blocks
 
-__all__ = ["REMAT_POLICIES", "EXAMPLES", "transformer", "mixer", "tiled_mlp"]
+__all__ = [
+    "REMAT_POLICIES",
+    "ATTENTION_FNS",
+    "EXAMPLES",
+    "IN_DISTRIBUTION",
+    "transformer",
+    "mixer",
+    "nnx_vit",
+    "nnx_convnext",
+    "tiled_mlp",
+]
 
 #: The `jax.checkpoint` policies a remat knob chooses from ("none": no `jax.checkpoint`).
 REMAT_POLICIES: tuple[str, ...] = (
@@ -169,6 +187,163 @@ mixer.space = {
 }
 
 
+# ------------------------------------------------------------------ built from Flax NNX's layers
+# The two programs below are not corpus programs: their layers are Flax's own (`flax.nnx`:
+# `MultiHeadAttention`, `Conv`, `LayerNorm`, `Linear`, written by the Flax team), not
+# `tpucost.programs.blocks`, and no corpus family composes them. `tests/test_overlap.py` reports
+# how many of their kernels the bundled kernel data holds.
+
+_VIT = {"blocks": 3, "image": 32, "patch": 4, "dim": 96, "heads": 4, "mlp": 192, "batch": 8, "classes": 10}
+_CONVNEXT = {"blocks": 3, "image": 32, "stem": 4, "channels": 64, "kernel": 7, "batch": 8, "classes": 10}
+
+
+class _VitBlock(nnx.Module):
+    """Pre-norm transformer encoder block of Flax NNX layers."""
+
+    def __init__(self, h: Mapping[str, int], attention_fn: Callable[..., Any], rngs: nnx.Rngs):
+        d = h["dim"]
+        self.norm1, self.norm2 = nnx.LayerNorm(d, rngs=rngs), nnx.LayerNorm(d, rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(
+            num_heads=h["heads"], in_features=d, decode=False, attention_fn=attention_fn, rngs=rngs
+        )
+        self.fc1, self.fc2 = nnx.Linear(d, h["mlp"], rngs=rngs), nnx.Linear(h["mlp"], d, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = x + self.attention(self.norm1(x))
+        return x + self.fc2(jax.nn.gelu(self.fc1(self.norm2(x))))
+
+
+def _jax_attention(query, key, value, mask=None, **unused):
+    """`jax.nn.dot_product_attention` in the place of Flax's attention function (same layout)."""
+    return jax.nn.dot_product_attention(query, key, value, mask=mask)
+
+
+#: The attention functions of ``nnx_vit``'s ``attention`` knob.
+ATTENTION_FNS: dict[str, Callable[..., Any]] = {"flax": nnx.dot_product_attention, "jax": _jax_attention}
+
+
+def _nnx_train_step(graphdefs, head_loss, block_policies):
+    """An adam train step over ``(params, opt_state, batch)`` where ``params`` holds the NNX states
+    of the stem, the blocks and the head; each block runs under its `jax.checkpoint` policy."""
+    stem_def, block_defs, head_def = graphdefs
+    block_fns = [
+        blocks.remat(lambda s, x, g=g: nnx.merge(g, s)(x), policy)
+        for g, policy in zip(block_defs, block_policies, strict=True)
+    ]
+
+    def loss(params, batch):
+        x = nnx.merge(stem_def, params["stem"])(batch["images"])
+        for fn, state in zip(block_fns, params["blocks"], strict=True):
+            x = fn(state, x)
+        return head_loss(nnx.merge(head_def, params["head"]), x, batch["labels"])
+
+    return blocks.train_step(loss, optax.adam(1e-3))
+
+
+def _split(stem: nnx.Module, block_list: list[nnx.Module], head: nnx.Module):
+    defs_states = [nnx.split(m) for m in (stem, *block_list, head)]
+    graphdefs = (defs_states[0][0], [g for g, _ in defs_states[1:-1]], defs_states[-1][0])
+    params = {
+        "stem": defs_states[0][1],
+        "blocks": [s for _, s in defs_states[1:-1]],
+        "head": defs_states[-1][1],
+    }
+    return graphdefs, params
+
+
+def _images_batch(h: Mapping[str, int], seed: int) -> dict[str, jax.Array]:
+    rng = np.random.default_rng(seed)
+    return {
+        "images": blocks.normal(rng, (h["batch"], h["image"], h["image"], 3), "float32"),
+        "labels": jax.device_put(rng.integers(0, h["classes"], h["batch"]).astype(np.int32)),
+    }
+
+
+class _PatchEmbed(nnx.Module):
+    def __init__(self, h: Mapping[str, int], rngs: nnx.Rngs):
+        p = h["patch"]
+        self.conv = nnx.Conv(3, h["dim"], (p, p), strides=(p, p), rngs=rngs)
+        n = (h["image"] // p) ** 2
+        self.position = nnx.Param(jax.random.normal(rngs.params(), (1, n, h["dim"])) * 0.02)
+
+    def __call__(self, images: jax.Array) -> jax.Array:
+        x = self.conv(images)
+        return x.reshape(x.shape[0], -1, x.shape[-1]) + self.position.value
+
+
+class _Head(nnx.Module):
+    """Layer norm, mean over tokens (or pixels) and a linear classifier."""
+
+    def __init__(self, dim: int, classes: int, rngs: nnx.Rngs):
+        self.norm, self.linear = nnx.LayerNorm(dim, rngs=rngs), nnx.Linear(dim, classes, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.linear(self.norm(x.reshape(x.shape[0], -1, x.shape[-1]).mean(1)))
+
+
+def _cross_entropy(head: nnx.Module, x: jax.Array, labels: jax.Array) -> jax.Array:
+    return optax.softmax_cross_entropy_with_integer_labels(head(x), labels).mean()
+
+
+def _nnx_program(graphdefs, params, batch, policies) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    opt_state = jax.jit(optax.adam(1e-3).init)(params)
+    return _nnx_train_step(graphdefs, _cross_entropy, policies), (params, opt_state, batch)
+
+
+def nnx_vit(config: Mapping[str, Any]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A small Vision Transformer's adam train step built from Flax NNX layers (3 blocks, 32x32
+    images in 4x4 patches, dim 96, 4 heads, batch 8): ``config["remat_<i>"]`` is block i's
+    `jax.checkpoint` policy, ``config["attention"]`` Flax's or jax's attention function."""
+    h = _VIT
+    rngs = nnx.Rngs(0)
+    attention_fn = ATTENTION_FNS[config.get("attention", "flax")]
+    graphdefs, params = _split(
+        _PatchEmbed(h, rngs),
+        [_VitBlock(h, attention_fn, rngs) for _ in range(h["blocks"])],
+        _Head(h["dim"], h["classes"], rngs),
+    )
+    policies = [config.get(f"remat_{i}", "none") for i in range(h["blocks"])]
+    return _nnx_program(graphdefs, params, _images_batch(h, 2), policies)
+
+
+nnx_vit.space = {
+    **{f"remat_{i}": list(REMAT_POLICIES) for i in range(_VIT["blocks"])},
+    "attention": list(ATTENTION_FNS),
+}
+
+
+class _ConvNeXtBlock(nnx.Module):
+    """ConvNeXt block of Flax NNX layers: depthwise 7x7 conv, layer norm, 4x MLP, residual."""
+
+    def __init__(self, h: Mapping[str, int], rngs: nnx.Rngs):
+        c, k = h["channels"], h["kernel"]
+        self.depthwise = nnx.Conv(c, c, (k, k), feature_group_count=c, rngs=rngs)
+        self.norm = nnx.LayerNorm(c, rngs=rngs)
+        self.fc1, self.fc2 = nnx.Linear(c, 4 * c, rngs=rngs), nnx.Linear(4 * c, c, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x + self.fc2(jax.nn.gelu(self.fc1(self.norm(self.depthwise(x)))))
+
+
+def nnx_convnext(config: Mapping[str, Any]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """A small ConvNeXt's adam train step built from Flax NNX layers (a 4x4 stride-4 stem, 3 blocks
+    of 64 channels on 8x8 maps, batch 8 of 32x32 images): ``config["remat_<i>"]`` is block i's
+    `jax.checkpoint` policy."""
+    h = _CONVNEXT
+    rngs = nnx.Rngs(1)
+    s = h["stem"]
+    graphdefs, params = _split(
+        nnx.Conv(3, h["channels"], (s, s), strides=(s, s), rngs=rngs),
+        [_ConvNeXtBlock(h, rngs) for _ in range(h["blocks"])],
+        _Head(h["channels"], h["classes"], rngs),
+    )
+    policies = [config.get(f"remat_{i}", "none") for i in range(h["blocks"])]
+    return _nnx_program(graphdefs, params, _images_batch(h, 3), policies)
+
+
+nnx_convnext.space = {f"remat_{i}": list(REMAT_POLICIES) for i in range(_CONVNEXT["blocks"])}
+
+
 def tiled_mlp(config: Mapping[str, Mapping[str, int]]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """Four Pallas kernels of `tpucost.tiles` in a row: ``gelu(x @ w1 + b1)`` (matmul 256x512x256),
     layer norm (256 x 512), ``gelu(h @ w2 + b2)`` (matmul 256x256x512), row softmax (256 x 256);
@@ -192,4 +367,13 @@ tiled_mlp.kernels = {
 }
 
 #: The built-in programs, ``--program example:NAME``.
-EXAMPLES: dict[str, Callable[..., Any]] = {"transformer": transformer, "mixer": mixer, "tiled_mlp": tiled_mlp}
+EXAMPLES: dict[str, Callable[..., Any]] = {
+    "transformer": transformer,
+    "mixer": mixer,
+    "nnx_vit": nnx_vit,
+    "nnx_convnext": nnx_convnext,
+    "tiled_mlp": tiled_mlp,
+}
+#: The examples whose kernels the training data largely holds (``python -m tpucost data
+#: kernel-overlap``): results on them are in-distribution, not a test on new programs.
+IN_DISTRIBUTION: tuple[str, ...] = ("transformer",)
