@@ -5,17 +5,19 @@
 Both sides run in this run, on this machine, pinned to one core (the label mode of `tpucost.device`),
 on the same random candidates (seed 0) of the built-in examples of `tpucost.autotune`:
 
-* program space (``example:transformer``, ``example:mixer``): the model side compiles each
-  candidate and sums the kernel model's predictions (`autotune.ProgramPredictor`); the device side
-  (the reference) compiles it and takes the minimum of 5 runs after one warm-up
-  (`autotune.DeviceEvaluator`). Both must compile, so the line shows the share of each side's time
-  spent compiling;
+* program space (``example:transformer``, ``example:mixer``, ``example:nnx_vit``,
+  ``example:nnx_convnext``): the model side compiles each candidate and sums the kernel model's
+  predictions (`autotune.ProgramPredictor`), once with the full compile and once with the scoring
+  compile options (`autotune.evaluators.scoring_compile_options`: the same optimised HLO, backend
+  code generation cheapened), in that order per candidate; the device side (the reference)
+  compiles it and takes the minimum of 5 runs after one warm-up (`autotune.DeviceEvaluator`). All
+  sides compile, so each line shows the share of its time spent compiling;
 * tile space (``example:tiled_mlp``): the model side scores with the tile model, no compile
   (`autotune.TilePredictor`): batched (each kernel's legal configurations scored once, in one batch,
   that time included) and cold (every candidate's kernels scored one configuration at a time); the
   device side compiles and runs the four Pallas kernels (interpret mode on CPU).
 
-Prints candidates/s of each side and the ratio model / device.
+Prints candidates/s of each side and the ratios model / device and fast / full compile.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ def _rate(counter: autotune.Counter) -> str:
         f"{d['per_second']:10.2f} candidates/s ({d['candidates']} in {d['seconds']:.1f} s, "
         f"{100 * d['compile_share']:.0f}% compiling)"
     )
+
+
+def _per_s(counter: autotune.Counter) -> float:
+    return counter.candidates / counter.seconds
 
 
 def _configs(space: autotune.Space, n: int) -> list[dict]:
@@ -59,22 +65,29 @@ def main() -> None:
     device.pin_to_one_core()
     print(f"backend {jax.default_backend()}; {device.describe(device.fingerprint())}")
     model = CostModel.load()
-    for program in ("example:transformer", "example:mixer"):
+    programs = ("example:transformer", "example:mixer", "example:nnx_vit", "example:nnx_convnext")
+    for program in programs:
         tunable = autotune.load_tunable(program, "program")
         configs = _configs(tunable.space, args.program_candidates)
-        measurer, predictor = autotune.DeviceEvaluator(tunable), autotune.ProgramPredictor(tunable, model)
-        predictor(configs[0])  # warm-up: jit of the GNN's buckets, tracing
-        predictor.counter, predictor.cache = autotune.Counter(), {}
+        measurer = autotune.DeviceEvaluator(tunable)
+        full = autotune.ProgramPredictor(tunable, model, fast_compile=False)
+        fast = autotune.ProgramPredictor(tunable, model, fast_compile=True)
+        for predictor in (full, fast):
+            predictor(configs[0])  # warm-up: jit of the GNN's buckets, tracing
+            predictor.counter, predictor.cache = autotune.Counter(), {}
+        same = 0
         for c in configs:
             measurer(c)
-            predictor(c)
-        m, p = measurer.counter, predictor.counter
+            same += full(c).cost_ns == fast(c).cost_ns
+        m, p, f = measurer.counter, full.counter, fast.counter
         print(f"{program} (program space, {len(configs)} candidates)")
-        print(f"  reference: device  {_rate(m)}")
-        print(f"  kernel model       {_rate(p)}")
+        print(f"  reference: device            {_rate(m)}")
+        print(f"  kernel model, full compile   {_rate(p)}")
+        print(f"  kernel model, fast compile   {_rate(f)}")
         print(
-            f"  ratio model / device: {(p.candidates / p.seconds) / (m.candidates / m.seconds):.2f}x; "
-            f"device time per candidate {m.seconds / m.candidates:.2f} s = compile "
+            f"  ratio model / device: {_per_s(p) / _per_s(m):.2f}x full compile, {_per_s(f) / _per_s(m):.2f}x "
+            f"fast compile; fast / full {_per_s(f) / _per_s(p):.2f}x (same prediction on {same} of "
+            f"{len(configs)}); device time per candidate {m.seconds / m.candidates:.2f} s = compile "
             f"{m.compile_seconds / m.candidates:.2f} s + runs {(m.seconds - m.compile_seconds) / m.candidates:.2f} s"
         )
     tunable = autotune.load_tunable("example:tiled_mlp", "tile")

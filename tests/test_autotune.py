@@ -363,13 +363,22 @@ def _report(program: str = "example:x", gains=(0.1, -0.05), noise: float | None 
         "default_ns": 10.0,
         "seeds": [0, 1],
         "budget_seconds": 5.0,
-        "strategies": {
-            s: {st: dict(entry) for st in autotune.STARTS} for s in ("device_only", "model_guided")
-        },
+        "strategies": {s: {st: dict(entry) for st in autotune.STARTS} for s in autotune.ARMS},
         "model_guided_faster_than_device_only": {
             st: {"mean": float(np.mean(gains)), "min": min(gains), "max": max(gains)}
             for st in autotune.STARTS
         },
+    }
+    faster = {
+        other: {st: {"mean": 0.01 * k, "min": 0.0, "max": 0.02 * k} for st in autotune.STARTS}
+        for k, other in enumerate(("device_only", "random_order", "heuristic"), start=1)
+    }
+    faster["device_only"] = report["model_guided_faster_than_device_only"]  # one figure, two names
+    report["model_guided_faster_than"] = faster
+    report["wall_time"] = {
+        "budget_seconds": 5.0,
+        "strategies": report["strategies"],
+        "model_guided_faster_than": {o: g for o, g in faster.items() if o != "heuristic"},
     }
     if noise is not None:
         report["noise"] = {"spread": noise}
@@ -378,8 +387,14 @@ def _report(program: str = "example:x", gains=(0.1, -0.05), noise: float | None 
 
 def test_report_and_comparison_tables():
     table = autotune.report_table(_report())
-    assert len(table) == 4 and set(table["strategy"]) == {"device_only", "model_guided"}
+    assert len(table) == 2 * 4 * 2 and set(table["strategy"]) == set(autotune.ARMS)  # budgets x arms x starts
+    assert set(table["budget"]) == set(autotune.BUDGETS)
+    assert len(autotune.report_table(_report(), budget="wall_time")) == 8
     comparison = autotune.comparison_table({"a": _report("a"), "b": _report("b", noise=None)})
+    assert comparison["model vs control %"].iloc[0] == pytest.approx(2.0)
+    assert comparison["model vs heuristic %"].iloc[0] == pytest.approx(3.0)
+    assert comparison["wall: model vs device-only %"].iloc[0] == pytest.approx(2.5)
+    assert comparison["wall: model vs control %"].iloc[0] == pytest.approx(2.0)
     assert list(comparison["program"]) == ["a", "a", "b", "b"]
     assert comparison["model vs device-only %"].iloc[0] == pytest.approx(2.5)
     assert list(comparison["paper %"][:2]) == [2.0, 8.0]

@@ -626,23 +626,43 @@ def top_k_curves(
 # ----------------------------------------------------------------------------------- autotuning
 
 
-def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None = None) -> Any:
-    """The paper's Fig. 4 as bars: mean speedup over the default (error bars: min..max over seeds,
-    drawn only when there are two seeds or more) from the default and from random starts,
-    device-only beside model-guided.
+#: How each autotuning arm is drawn and named in the figures.
+ARM_LABELS: dict[str, str] = {
+    "device_only": "device only",
+    "model_guided": "model + device",
+    "random_order": "model's picks, random order",
+    "heuristic": "heuristic",
+}
+ARM_COLORS: dict[str, str] = {
+    "device_only": "tab:blue",
+    "model_guided": "tab:orange",
+    "random_order": "tab:green",
+    "heuristic": "tab:gray",
+}
+
+
+def plot_speedups(
+    report: Mapping[str, Any], ax: Any = None, title: str | None = None, budget: str = "device_seconds"
+) -> Any:
+    """The paper's Fig. 4 as bars: each arm's mean speedup over the default (error bars: min..max
+    over seeds, drawn only when there are two seeds or more) from the default and from random
+    starts, at equal device seconds (``budget="device_seconds"``, the paper's) or at equal wall
+    time (``"wall_time"``, `tpucost.autotune.wall_time`).
 
     Where the report has a noise floor (``report["noise"]["spread"]`` = s, the default's slowest
     over fastest fresh-process runtime minus 1, `tpucost.autotune.measurement_noise`), a grey band
     spans 1 / (1 + s) .. 1 + s: where a speedup of the default over itself, taken from two such
     measurements, could land. Its legend reads "noise floor" and s in %."""
-    ax = ax or plt.subplots(figsize=(5.5, 3.5))[1]
-    starts = [s for s in STARTS if s in report["strategies"]["device_only"]]
+    ax = ax or plt.subplots(figsize=(6.5, 3.6))[1]
+    section = report if budget == "device_seconds" else report["wall_time"]
+    strategies = section["strategies"]
+    arms = [a for a in ARM_LABELS if a in strategies]
+    starts = [s for s in STARTS if s in strategies[arms[0]]]
     x = np.arange(len(starts))
+    width = 0.8 / len(arms)
     several_seeds = len(report.get("seeds", [])) != 1
-    for j, (strategy, label) in enumerate(
-        (("device_only", "device only"), ("model_guided", "model + device"))
-    ):
-        entries = [report["strategies"][strategy][s] for s in starts]
+    for j, arm in enumerate(arms):
+        entries = [strategies[arm][s] for s in starts]
         mean = np.array([e["speedup_vs_default"] for e in entries])
         err = np.array(
             [
@@ -651,12 +671,13 @@ def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None =
             ]
         ).T
         ax.bar(
-            x + (j - 0.5) * 0.38,
+            x + (j - (len(arms) - 1) / 2) * width,
             mean,
-            0.38,
+            width,
             yerr=err if several_seeds else None,
-            capsize=4 if several_seeds else 0,
-            label=label,
+            capsize=3 if several_seeds else 0,
+            color=ARM_COLORS[arm],
+            label=ARM_LABELS[arm],
         )
     ax.axhline(1.0, color="k", lw=0.8)
     noise = report.get("noise", {}).get("spread")
@@ -666,25 +687,30 @@ def plot_speedups(report: Mapping[str, Any], ax: Any = None, title: str | None =
         )
     ax.set_xticks(x, [s.replace("_", " ") for s in starts])
     ax.set_ylabel("speedup over the default")
+    name = "device s" if budget == "device_seconds" else "s wall time"
     ax.set_title(
-        title or f"{report['program']} ({report['space']} space), {report['budget_seconds']:g} device s"
+        title or f"{report['program']} ({report['space']} space), {section['budget_seconds']:g} {name}"
     )
     bottom, top = ax.get_ylim()
-    ax.set_ylim(bottom, top + 0.3 * (top - bottom))  # headroom: the legend sits above the bars
-    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    ax.set_ylim(bottom, top + 0.45 * (top - bottom))  # headroom: the legend sits above the bars
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
     return ax
 
 
-def plot_speedup_panels(reports: Mapping[str, Mapping[str, Any]], title: str | None = None) -> Any:
-    """`plot_speedups` for several reports side by side, one panel per program; panels of the
-    same space share their y axis (program-space speedups are a few percent, tile-space ones 2x)."""
+def plot_speedup_panels(
+    reports: Mapping[str, Mapping[str, Any]], title: str | None = None, budget: str = "device_seconds"
+) -> Any:
+    """`plot_speedups` for several reports side by side, one panel per program, at one ``budget``;
+    panels of the same space share their y axis (program-space speedups are a few percent,
+    tile-space ones 2x)."""
     fig = plt.figure(figsize=(4.6 * len(reports), 3.8))
     first_of_space: dict[str, Any] = {}
     for i, (program, r) in enumerate(reports.items()):
         ax = fig.add_subplot(1, len(reports), i + 1, sharey=first_of_space.get(r["space"]))
         first_of_space.setdefault(r["space"], ax)
+        seconds = (r if budget == "device_seconds" else r["wall_time"])["budget_seconds"]
         plot_speedups(
-            r, ax, title=f"{program} ({r['space']}), {len(r['seeds'])} seeds, {r['budget_seconds']:g} s"
+            r, ax, title=f"{program} ({r['space']}), {len(r['seeds'])} seeds, {seconds:g} s", budget=budget
         )
         if ax is not first_of_space[r["space"]]:
             ax.set_ylabel("")
@@ -703,7 +729,7 @@ def plot_progress(
     measurements taken minutes apart, so they are drawn as measured, not divided by a figure
     measured at another time."""
     ax = ax or plt.subplots(figsize=(6, 3.5))[1]
-    colors = {"device_only": "tab:blue", "model_guided": "tab:orange"}
+    colors = ARM_COLORS
     styles = {"from_default": "-", "from_random": "--"}
     seen = set()
     for r in runs:
@@ -717,7 +743,7 @@ def plot_progress(
             where="post",
             color=colors.get(r.strategy),
             ls=styles.get(r.start, "-"),
-            marker="o" if r.strategy == "device_only" else "s",
+            marker={"device_only": "o", "model_guided": "s", "random_order": "^"}.get(r.strategy, "D"),
             markersize=5,
             markerfacecolor="none",
             alpha=0.8,

@@ -18,6 +18,7 @@ import numpy as np
 
 from tpucost import checkpoint
 from tpucost.autotune import reports as autotune_reports
+from tpucost.autotune.protocol import ARMS as ARM_ORDER
 from tpucost.data import kernel as kernel_data
 from tpucost.data import tile as tile_data
 from tpucost.evaluate import THRESHOLD_NS
@@ -401,11 +402,21 @@ def _speedup(entry: Mapping[str, Any]) -> str:
     return f"{entry['speedup_vs_default']:.3f}x ({spread['min']:.3f}-{spread['max']:.3f})"
 
 
+def _gain(section: Mapping[str, Any], other: str, start: str, bold: bool = False) -> str:
+    """How much faster model-guided's configuration was than ``other``'s (mean over seeds, range)."""
+    g = section.get("model_guided_faster_than", {}).get(other, {}).get(start)
+    if g is None:
+        return ""
+    mean = f"**{100 * g['mean']:+.1f}%**" if bold else f"{100 * g['mean']:+.1f}%"
+    return f"{mean} ({100 * g['min']:+.1f} .. {100 * g['max']:+.1f})"
+
+
 def autotune_results_table(reports: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The autotuning experiments (``tpucost/bundled/autotune/*.json``, written by ``python -m
-    tpucost autotune ... --json``): speedup over the default per strategy and start (mean over seeds,
-    range across seeds), model + device against device only, candidates measured per search, and
-    the noise floor of the default's fresh-process runtime."""
+    tpucost autotune ... --json``): speedup over the default per arm and start (mean over seeds,
+    range across seeds) at equal device seconds; model + device against each other arm at equal
+    device seconds and, for device-only and the control, at equal wall time; the noise floor of
+    the default's fresh-process runtime."""
     reports = reports if reports is not None else autotune_reports.bundled_reports()
     lines = _header(
         [
@@ -414,15 +425,20 @@ def autotune_results_table(reports: Mapping[str, Mapping[str, Any]] | None = Non
             "start",
             "device only",
             "model + device",
-            "model + device vs device only",
-            "measured per search (device only / model + device)",
+            "control",
+            "heuristic",
+            "model vs device only",
+            "model vs control",
+            "model vs heuristic",
+            "wall time: model vs device only",
+            "wall time: model vs control",
             "noise floor",
         ]
     )
     for program, r in reports.items():
-        for i, (start, gain) in enumerate(r["model_guided_faster_than_device_only"].items()):
-            device = r["strategies"]["device_only"][start]
-            model = r["strategies"]["model_guided"][start]
+        wall = r.get("wall_time", {})
+        for i, start in enumerate(r["model_guided_faster_than_device_only"]):
+            arms = [r["strategies"].get(a, {}).get(start) for a in ARM_ORDER]
             noise = r.get("noise", {}).get("spread")
             lines.append(
                 _row(
@@ -430,10 +446,12 @@ def autotune_results_table(reports: Mapping[str, Mapping[str, Any]] | None = Non
                         f"`{program}` ({r['space']})" if i == 0 else "",
                         f"{r['budget_seconds']:g} s, {r['model_candidates']:,}" if i == 0 else "",
                         start.removeprefix("from_"),
-                        _speedup(device),
-                        _speedup(model),
-                        f"**{100 * gain['mean']:+.1f}%** ({100 * gain['min']:+.1f} .. {100 * gain['max']:+.1f})",
-                        f"{device['candidates_measured']:.1f} / {model['candidates_measured']:.1f}",
+                        *("" if e is None else _speedup(e) for e in arms),
+                        _gain(r, "device_only", start, bold=True),
+                        _gain(r, "random_order", start),
+                        _gain(r, "heuristic", start),
+                        _gain(wall, "device_only", start),
+                        _gain(wall, "random_order", start),
                         f"{100 * noise:.1f}%" if i == 0 and noise is not None else "",
                     ]
                 )

@@ -14,12 +14,20 @@ program, with the pieces of this package:
 * **evaluators** (`Evaluator`): `DeviceEvaluator` compiles and runs a candidate (the minimum wall
   time of several runs; its seconds are device seconds) and `ProgramPredictor` / `TilePredictor`
   score it with a model (their seconds are search time on the host);
-* the **protocol**: `device_only_search` (the strategy driven by measurements until the device
-  budget is spent) and `model_guided_search` (the strategy driven by predictions over
-  ``n_candidates`` candidates, then the best-predicted candidates measured, best first, until the
-  same device budget is spent); `autotune` runs both from the default configuration and from
-  random ones, for several seeds, and re-measures every search's best configuration, and the
-  default, in a fresh process (`remeasure_in_fresh_process`): those figures are the ones reported.
+* the **arms** (`ARMS`): `device_only_search` (the strategy driven by measurements until the
+  device budget is spent), `model_guided_search` (the strategy driven by predictions over
+  ``n_candidates`` candidates, then the best-predicted ones measured, best first, until the same
+  device budget is spent), the **control** `random_order_search` (the same candidates measured in
+  random order: its gap to model-guided is what the model's ranking adds) and the **heuristic**
+  `heuristic_search` (what a user tries without a model: largest block first, XLA's options);
+* two **budgets** (`BUDGETS`): equal device seconds (the paper's: the model's search is free) and
+  equal wall time (`tpucost.autotune.wall_time`: predicting counts, the model scoring on the spare
+  cores beside the measurements where there are any; the arms without a model are the same runs
+  under both);
+* `autotune` runs every arm from the default configuration and from random ones, for several
+  seeds, re-measures every search's best configuration, and the default, in a fresh process
+  (`remeasure_in_fresh_process`): those figures are the ones reported; then the default alone in
+  more fresh processes, the **noise floor** (``report["noise"]``).
 
 Two spaces (`load_tunable`):
 
@@ -41,10 +49,7 @@ The budget is checked before each measurement, so a search ends at most one cand
 
 A program is ``NAME(config) -> (fn, args)`` where ``config`` holds the program's own knobs (program
 space) or ``{kernel: block config}`` (tile space), and ``fn(*args)`` is one step. Built-ins
-(`EXAMPLES`, ``example:NAME``): ``transformer`` (a 4-layer transformer train step, one remat knob per
-layer), ``mixer`` (an MLP-mixer train step whose blocks run in a `lax.scan`: remat of its token and
-channel MLPs, scan unroll) and ``tiled_mlp`` (matmul + GELU, layer norm, matmul + GELU and softmax as
-four Pallas kernels of `tpucost.tiles`).
+(`EXAMPLES`, ``example:NAME``): see `tpucost.programs.examples`.
 
 Run it: ``python -m tpucost autotune --space program --program example:transformer
 --budget-seconds 20 --seeds 3 --json``.
@@ -122,6 +127,7 @@ def _entry(runs: list[SearchRun], fresh: Mapping[int, float], default_ns: float)
         "candidates_measured": float(np.mean([s["candidates_measured"] for s in seeds])),
         "candidates_predicted": float(np.mean([s["candidates_predicted"] for s in seeds])),
         "search_seconds": float(np.mean([s["search_seconds"] for s in seeds])),
+        "wall_seconds": float(np.mean([s["wall_seconds"] for s in seeds])),
         "seeds": seeds,
     }
 
@@ -192,6 +198,8 @@ def autotune(
     wall_budget_s: float | None = None,
     noise_processes: int = 3,
     scoring: str = "auto",
+    arms: Sequence[str] = ARMS,
+    budgets: Sequence[str] = BUDGETS,
 ) -> Autotuning:
     """The four arms (`ARMS`) on ``program`` (``"example:NAME"`` or ``"FILE.py:NAME"``) in
     ``space``, from each of ``starts`` and each seed, under two budgets: ``budget_s`` device
@@ -205,7 +213,9 @@ def autotune(
     the program space, where each costs a compile; 2000 in the tile space). The random start of a
     seed is the same for every arm. ``scoring``: ``"auto"`` scores the wall-time arms in a worker
     on the cores outside this process's affinity when there are any, ``"sequential"`` always in
-    this process. Returns `Autotuning` (``.report`` is the CLI's JSON).
+    this process. ``arms`` and ``budgets``: a subset to run (device-only and model-guided always
+    run; ``budgets`` must hold ``"device_seconds"``); the report has only their entries. Returns
+    `Autotuning` (``.report`` is the CLI's JSON).
 
     ``workdir``: keep a journal of the completed searches there (`JOURNAL_NAME`) and skip them when
     called again with the same experiment (program, space, budgets, search, candidates, repeats,
@@ -215,6 +225,9 @@ def autotune(
     for s in starts:
         if s not in STARTS:
             raise ValueError(f"unknown start {s!r}; expected one of {STARTS}")
+    arms = tuple(a for a in ARMS if a in set(arms) | {"device_only", "model_guided"})
+    if set(budgets) - set(BUDGETS) or "device_seconds" not in budgets:
+        raise ValueError(f"budgets must hold 'device_seconds' and only names of {BUDGETS}, got {budgets}")
     if scoring not in ("auto", "sequential"):
         raise ValueError(f"unknown scoring {scoring!r}; expected 'auto' or 'sequential'")
     tunable = load_tunable(program, space)
@@ -256,15 +269,17 @@ def autotune(
                 "backend": backend,
                 "device": device_name,
                 "scoring_cores": len(cores),
+                **({} if arms == ARMS else {"arms": list(arms)}),
+                **({} if tuple(budgets) == BUDGETS else {"budgets": list(budgets)}),
             },
         )
     )
     t_start = time.perf_counter()
     worker: wall_time.ScoringWorker | None = None
     runs: list[SearchRun] = []
-    searches = [(arm, "device_seconds") for arm in ARMS] + [
-        (arm, "wall_time") for arm in ARMS if arm not in _NO_MODEL
-    ]
+    searches = [(arm, "device_seconds") for arm in arms]
+    if "wall_time" in budgets:
+        searches += [(arm, "wall_time") for arm in arms if arm not in _NO_MODEL]
     try:
         for seed in seeds:
             for start_name in starts:
@@ -341,7 +356,7 @@ def autotune(
     default_ns = ns_of[tunable.space.key(tunable.space.default)]
     fresh_by_run = {id(r): ns_of[tunable.space.key(r.best_config)] for r in runs}
     by_budget: dict[str, dict[str, Any]] = {}
-    for budget in BUDGETS:
+    for budget in budgets:
         chosen = [
             r for r in runs if r.budget == budget or (budget == "wall_time" and r.strategy in _NO_MODEL)
         ]
@@ -356,7 +371,7 @@ def autotune(
                     )
                     for start in starts
                 }
-                for arm in ARMS
+                for arm in arms
             },
             "model_guided_faster_than": _comparisons(chosen, fresh_by_run, starts),
         }
@@ -369,13 +384,6 @@ def autotune(
         "strategies": device_budget["strategies"],
         "model_guided_faster_than_device_only": device_budget["model_guided_faster_than"]["device_only"],
         "model_guided_faster_than": device_budget["model_guided_faster_than"],
-        "wall_time": {
-            **by_budget["wall_time"],
-            "scoring": "beside" if cores else "sequential",
-            "scoring_cores": cores,
-            "scoring_worker_start_seconds": worker_start,
-            "same_runs_as_device_seconds": list(_NO_MODEL),
-        },
         "budget_seconds": budget_s,
         "seeds": list(seeds),
         "search": search_name,
@@ -395,6 +403,14 @@ def autotune(
         "device": device_name,
         "seconds": time.perf_counter() - t_start,
     }
+    if "wall_time" in by_budget:
+        report["wall_time"] = {
+            **by_budget["wall_time"],
+            "scoring": "beside" if cores else "sequential",
+            "scoring_cores": cores,
+            "scoring_worker_start_seconds": worker_start,
+            "same_runs_as_device_seconds": [a for a in _NO_MODEL if a in arms],
+        }
     if noise_processes > 0:
         report["noise"] = {
             **_noise(tunable, default_ns, noise_processes, fresh_rounds, fresh_process),

@@ -19,6 +19,7 @@ from tpucost.files import bundled_dir
 
 __all__ = [
     "BUNDLED_NAME",
+    "COMPARISONS",
     "PAPER_MODEL_VS_DEVICE",
     "bundled_reports",
     "measurement_noise",
@@ -90,57 +91,81 @@ def measurement_noise(
     }
 
 
-def report_table(report: Mapping[str, Any]) -> Any:
-    """One row per strategy and start: mean speedup over the default with its range over seeds,
-    device seconds, candidates measured and predicted, and the best seed's configuration (pandas)."""
+def report_table(report: Mapping[str, Any], budget: str | None = None) -> Any:
+    """One row per budget, arm and start: mean speedup over the default with its range over seeds,
+    device and wall seconds, candidates measured and predicted, and the best seed's configuration
+    (pandas). ``budget``: only ``"device_seconds"`` or ``"wall_time"`` rows (default: both, where
+    the report has both)."""
+    sections = [("device_seconds", report)]
+    if "wall_time" in report:
+        sections.append(("wall_time", report["wall_time"]))
     rows = [
         {
+            "budget": name,
             "strategy": strategy,
             "start": start,
             "speedup": e["speedup_vs_default"],
             "min": e["speedup_spread"]["min"],
             "max": e["speedup_spread"]["max"],
             "device s": e["device_seconds"],
+            "wall s": e.get("wall_seconds", math.nan),
             "measured": e["candidates_measured"],
             "predicted": e["candidates_predicted"],
             "best config (best seed)": e["best_config"],
         }
-        for strategy, starts in report["strategies"].items()
+        for name, section in sections
+        if budget in (None, name)
+        for strategy, starts in section["strategies"].items()
         for start, e in starts.items()
     ]
     return pd.DataFrame(rows)
 
 
-def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
-    """The paper's comparison, one row per program and start (pandas).
+#: The columns of `comparison_table` that compare model-guided with another arm: (column, budget,
+#: other arm). "vs" columns: how much faster model-guided's configuration was, in %.
+COMPARISONS: tuple[tuple[str, str, str], ...] = (
+    ("model vs device-only %", "device_seconds", "device_only"),
+    ("model vs control %", "device_seconds", "random_order"),
+    ("model vs heuristic %", "device_seconds", "heuristic"),
+    ("wall: model vs device-only %", "wall_time", "device_only"),
+    ("wall: model vs control %", "wall_time", "random_order"),
+)
 
-    ``device only`` and ``model + device``: each strategy's mean speedup over the default (over
-    seeds). ``model vs device-only %``: how much faster model + device's configuration was than
-    device-only's, computed per seed (device-only runtime / model + device runtime - 1, both from
-    the fresh process) and then averaged over seeds, with its ``min %`` and ``max %``; so it is not
-    the ratio of the two mean speedups. ``paper %``: the paper's figure (Section 6.3), for
-    program-space rows only (the paper tuned XLA's own program options, not Pallas block shapes:
-    NaN for the tile space). ``noise floor %``: where the report has one (``"noise"``), the
-    default's slowest / fastest fresh-process runtime - 1 (`measurement_noise`)."""
+
+def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
+    """The paper's comparison with issue 22's arms, one row per program and start (pandas).
+
+    ``device only``, ``model + device``, ``control`` (the model's candidates in random order) and
+    ``heuristic``: each arm's mean speedup over the default (over seeds) at equal device seconds.
+    The `COMPARISONS` columns: how much faster model + device's configuration was than the other
+    arm's, computed per seed (other's runtime / model + device's - 1, both from the fresh process)
+    and then averaged over seeds; so not the ratio of two mean speedups. ``wall:`` columns are at
+    equal wall time (predicting included). ``min %`` and ``max %``: the device-only comparison's
+    range over seeds. ``paper %``: the paper's figure (Section 6.3), for program-space rows only
+    (the paper tuned XLA's own program options, not Pallas block shapes: NaN for the tile space).
+    ``noise floor %``: where the report has one (``"noise"``), the default's slowest / fastest
+    fresh-process runtime - 1 (`measurement_noise`). A column the report lacks is NaN."""
     rows = []
     for program, r in reports.items():
+        noise = r.get("noise", {}).get("spread")
+        sections = {"device_seconds": r, "wall_time": r.get("wall_time", {})}
         for start, c in r["model_guided_faster_than_device_only"].items():
-            noise = r.get("noise", {}).get("spread")
-            rows.append(
-                {
-                    "program": program,
-                    "space": r["space"],
-                    "start": start,
-                    "seeds": len(r["seeds"]),
-                    "device only": r["strategies"]["device_only"][start]["speedup_vs_default"],
-                    "model + device": r["strategies"]["model_guided"][start]["speedup_vs_default"],
-                    "model vs device-only %": 100 * c["mean"],
-                    "min %": 100 * c["min"],
-                    "max %": 100 * c["max"],
-                    "paper %": 100 * PAPER_MODEL_VS_DEVICE[start] if r["space"] == "program" else math.nan,
-                    "noise floor %": math.nan if noise is None else 100 * noise,
-                }
-            )
+            row = {"program": program, "space": r["space"], "start": start, "seeds": len(r["seeds"])}
+            for column, arm in (
+                ("device only", "device_only"),
+                ("model + device", "model_guided"),
+                ("control", "random_order"),
+                ("heuristic", "heuristic"),
+            ):
+                entry = r["strategies"].get(arm, {}).get(start)
+                row[column] = math.nan if entry is None else entry["speedup_vs_default"]
+            for column, budget, other in COMPARISONS:
+                gain = sections[budget].get("model_guided_faster_than", {}).get(other, {}).get(start)
+                row[column] = math.nan if gain is None else 100 * gain["mean"]
+            row["min %"], row["max %"] = 100 * c["min"], 100 * c["max"]
+            row["paper %"] = 100 * PAPER_MODEL_VS_DEVICE[start] if r["space"] == "program" else math.nan
+            row["noise floor %"] = math.nan if noise is None else 100 * noise
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -71,8 +71,14 @@ def _worker_main(
     tunable = load_tunable(spec, space)
     predictor = make_predictor(tunable, model)
     outbox.put(("ready", None, None))
+    parent = os.getppid()
     while True:
-        request = inbox.get()
+        try:
+            request = inbox.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent:  # the experiment was killed: do not outlive it
+                return
+            continue
         if request is None:
             return
         search_id = request["id"]

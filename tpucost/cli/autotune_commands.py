@@ -53,7 +53,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
 
 
 def _print_autotune(r: dict) -> None:
-    wall = r["wall_time"]
+    wall = r.get("wall_time")
     print(
         f"{r['program']} ({r['space']} space, {r['space_size']} configurations), seeds {r['seeds']}; "
         f"default {r['default_ns'] / 1e6:.3f} ms (fresh process)"
@@ -64,6 +64,8 @@ def _print_autotune(r: dict) -> None:
             "fresh processes: speedups closer to 1 than this cannot be told from noise)"
         )
     for name, budget in (("device seconds", r), ("wall time", wall)):
+        if budget is None:
+            continue
         print(f"\n== equal {name}: {budget['budget_seconds']:g} s per search")
         if budget is wall:
             print(

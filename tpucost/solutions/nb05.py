@@ -42,7 +42,15 @@ def exercise_2(
     rows = []
     for search in ("anneal", "random"):
         report = autotune.autotune(
-            program, "program", budget_s, seeds=seeds, search=search, n_candidates=n_candidates
+            program,
+            "program",
+            budget_s,
+            seeds=seeds,
+            search=search,
+            n_candidates=n_candidates,
+            arms=("device_only", "model_guided"),  # the paper's two, at equal device seconds
+            budgets=("device_seconds",),
+            noise_processes=0,
         ).report
         for strategy, starts in report["strategies"].items():
             for start, entry in starts.items():
@@ -110,7 +118,7 @@ def exercise_3(
     path = folder / "my_program.py"
     path.write_text(textwrap.dedent(MY_PROGRAM))
     report = autotune.autotune(
-        f"{path}:my_mlp", "program", budget_s, seeds=(0,), n_candidates=n_candidates
+        f"{path}:my_mlp", "program", budget_s, seeds=(0,), n_candidates=n_candidates, noise_processes=1
     ).report
     for strategy, starts in report["strategies"].items():
         for start, e in starts.items():
