@@ -403,6 +403,29 @@ def test_report_and_comparison_tables():
     )
 
 
+def test_findings_say_what_the_numbers_say():
+    report = _report("example:a", gains=(0.01, 0.03))
+    report["strategies"]["model_guided"]["from_random"] = {
+        **report["strategies"]["model_guided"]["from_random"],
+        "speedup_vs_default": 0.95,
+    }
+    report["strategies"]["device_only"]["from_random"] = {
+        **report["strategies"]["device_only"]["from_random"],
+        "speedup_vs_default": 0.9,
+    }
+    lines = autotune.findings(report)
+    random_line = next(line for line in lines if "from random:" in line)
+    assert "both end below it" in random_line and "model guided 0.950x" in random_line
+    default_line = next(line for line in lines if "from default:" in line)
+    assert "below it" not in default_line
+    control = [line for line in lines if "random-order control" in line]
+    assert control[0].strip().endswith("+2.0% (per seed +0.0 .. +4.0, inside the 2.0% noise floor)")
+    heuristic = [line for line in lines if "vs the heuristic" in line]
+    assert "+3.0%" in heuristic[0] and "above the 2.0% noise floor" in heuristic[0]
+    assert any("equal wall time" in line for line in lines)
+    assert not any("noise floor" in line for line in autotune.findings(_report(noise=None)))
+
+
 def test_bundled_reports_errors_name_the_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="no autotuning reports"):
         autotune.bundled_reports(tmp_path)
@@ -432,12 +455,17 @@ def test_speedup_panels_share_their_y_axis_within_a_space():
 
 def test_the_bundled_experiments_are_the_readmes():
     """The README's autotuning results come from the bundled reports: one host, measured noise."""
+    from tpucost.programs.examples import IN_DISTRIBUTION
+
     reports = autotune.bundled_reports()
-    assert {"example:transformer", "example:mixer", "example:tiled_mlp"} <= set(reports)
+    programs = [p for p, r in reports.items() if r["space"] == "program"]
+    outside = [p for p in programs if p.removeprefix("example:") not in IN_DISTRIBUTION]
+    assert len(outside) >= 3 and "example:tiled_mlp" in reports, "three programs from outside the corpus"
     assert len({r["device"] for r in reports.values()}) == 1, "one host for every bundled experiment"
     readme = (ROOT / "README.md").read_text()
     for program, r in reports.items():
-        assert len(r["seeds"]) >= 3 and r["noise"]["processes"] >= 2, program
+        assert len(r["seeds"]) >= 4 and r["noise"]["processes"] >= 2, program
+        assert set(r["strategies"]) == set(autotune.ARMS) and "wall_time" in r, program
         for start, c in r["model_guided_faster_than_device_only"].items():
             assert f"**{100 * c['mean']:+.1f}%**" in readme, (program, start)
 

@@ -9,21 +9,12 @@ import types
 
 import numpy as np
 import pytest
+from test_autotune import _cost, _space  # the synthetic bowl the strategy tests use
 
 from tpucost import autotune
 from tpucost.autotune import evaluators, protocol, wall_time
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
-
-TARGET = (2, 5, 0, 3)
-
-
-def _space(choices: int = 6, knobs: int = 4) -> autotune.Space:
-    return autotune.Space({f"k{i}": list(range(choices)) for i in range(knobs)})
-
-
-def _cost(config) -> float:
-    return 1.0 + sum((config[f"k{i}"] - t) ** 2 for i, t in enumerate(TARGET[: len(config)]))
 
 
 class Measurer:

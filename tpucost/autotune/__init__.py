@@ -36,6 +36,7 @@ from tpucost.autotune.reports import (
     bundled_reports,
     compare_predicted_and_measured,
     comparison_table,
+    findings,
     measurement_noise,
     report_table,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "bundled_reports",
     "compare_predicted_and_measured",
     "comparison_table",
+    "findings",
     "measurement_noise",
     "report_table",
     "BUDGETS",

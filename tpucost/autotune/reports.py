@@ -25,6 +25,7 @@ __all__ = [
     "measurement_noise",
     "report_table",
     "comparison_table",
+    "findings",
     "compare_predicted_and_measured",
 ]
 
@@ -167,6 +168,60 @@ def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
             row["noise floor %"] = math.nan if noise is None else 100 * noise
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def findings(report: Mapping[str, Any]) -> list[str]:
+    """What a report says, in sentences a reader can check against its numbers: per start, each
+    arm's speedup (saying so when model + device and device-only both end below the default),
+    what the model's ranking adds (model + device against its random-order control), model +
+    device against the heuristic and, at equal wall time, against device-only; each difference
+    marked as inside or outside the noise floor where the report has one."""
+    noise = report.get("noise", {}).get("spread")
+    wall = report.get("wall_time", {})
+
+    def gain(section: Mapping[str, Any], other: str, start: str) -> str | None:
+        g = section.get("model_guided_faster_than", {}).get(other, {}).get(start)
+        if g is None:
+            return None
+        if noise is None:
+            verdict = ""
+        elif abs(g["mean"]) <= noise:
+            verdict = f", inside the {100 * noise:.1f}% noise floor"
+        else:
+            verdict = f", {'above' if g['mean'] > 0 else 'below'} the {100 * noise:.1f}% noise floor"
+        return f"{100 * g['mean']:+.1f}% (per seed {100 * g['min']:+.1f} .. {100 * g['max']:+.1f}{verdict})"
+
+    lines = []
+    for start in report["model_guided_faster_than_device_only"]:
+        speedups = {
+            arm: starts[start]["speedup_vs_default"]
+            for arm, starts in report["strategies"].items()
+            if start in starts
+        }
+        where = start.replace("_", " ")
+        line = f"{report['program']}, {where}: " + ", ".join(
+            f"{arm.replace('_', ' ')} {v:.3f}x" for arm, v in speedups.items()
+        )
+        if speedups["model_guided"] < 1 and speedups["device_only"] < 1:
+            line += " of the default: model + device and device-only both end below it"
+        else:
+            line += " of the default"
+        lines.append(line)
+        for label, section, other in (
+            (
+                "what the model's ranking adds (model + device vs its random-order control)",
+                report,
+                "random_order",
+            ),
+            ("model + device vs device-only, equal device seconds", report, "device_only"),
+            ("model + device vs the heuristic", report, "heuristic"),
+            ("model + device vs device-only, equal wall time", wall, "device_only"),
+            ("model + device vs the control, equal wall time", wall, "random_order"),
+        ):
+            text = gain(section, other, start)
+            if text is not None:
+                lines.append(f"  {label}: {text}")
+    return lines
 
 
 def compare_predicted_and_measured(

@@ -34,6 +34,7 @@ __all__ = [
     "SearchRun",
     "run_search",
     "measure_in_order",
+    "score_candidates",
     "device_only_search",
     "model_guided_search",
     "random_order_search",
@@ -207,16 +208,37 @@ def model_guided_search(
     cost, best first, until ``budget_s`` device seconds are spent (the last may end past it)."""
     t0 = time.perf_counter()
     run = SearchRun("model_guided", start_name, seed, dict(start))
+    ranked = score_candidates(run, space, predictor, strategy, start, n_candidates)
+    measure_in_order(run, measurer, ranked, budget_s)
+    run.wall_seconds = time.perf_counter() - t0
+    return run
+
+
+def score_candidates(
+    run: SearchRun,
+    space: Space,
+    predictor: Evaluator,
+    strategy: str | StrategyFactory,
+    start: Config,
+    n_candidates: int,
+    budget_s: float | None = None,
+) -> list[Config]:
+    """``strategy`` driven by ``predictor`` from ``start`` over ``n_candidates`` distinct candidates
+    (or until ``budget_s`` seconds of predicting), recorded in ``run`` (``predicted``, search
+    seconds); returns the candidates best-predicted first (stable: ties keep search order)."""
     scored = run_search(
-        space, predictor, strategy, start, np.random.default_rng([seed, 0]), max_candidates=n_candidates
+        space,
+        predictor,
+        strategy,
+        start,
+        np.random.default_rng([run.seed, 0]),
+        max_candidates=n_candidates,
+        budget_s=budget_s,
     )
     run.predicted = [(dict(c), ev.cost_ns) for c, ev in scored]
     run.search_seconds = sum(ev.seconds for _, ev in scored)
     run.search_compile_seconds = sum(ev.compile_seconds for _, ev in scored)
-    ranked = [c for c, _ in sorted(run.predicted, key=lambda p: p[1])]  # stable: ties keep search order
-    measure_in_order(run, measurer, ranked, budget_s)
-    run.wall_seconds = time.perf_counter() - t0
-    return run
+    return [c for c, _ in sorted(run.predicted, key=lambda p: p[1])]
 
 
 def measure_in_order(run: SearchRun, measurer: Evaluator, configs: Sequence[Config], budget_s: float) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from tpucost.autotune.evaluators import CachedPredictor, Evaluator, ProgramPredictor, TilePredictor
-from tpucost.autotune.search import SearchRun, measure_in_order, run_search
+from tpucost.autotune.search import SearchRun, measure_in_order, run_search, score_candidates
 from tpucost.autotune.space import Config
 from tpucost.autotune.tunable import Tunable, load_tunable
 from tpucost.costmodel import CostModel
@@ -239,19 +239,7 @@ def wall_time_search(
     space = tunable.space
     t0 = time.perf_counter()
     if worker is None:
-        scored_list = run_search(
-            space,
-            predictor,
-            strategy,
-            start,
-            np.random.default_rng([seed, 0]),
-            max_candidates=n_candidates,
-            budget_s=budget_s / 2,
-        )
-        run.predicted = [(dict(c), ev.cost_ns) for c, ev in scored_list]
-        run.search_seconds = sum(ev.seconds for _, ev in scored_list)
-        run.search_compile_seconds = sum(ev.compile_seconds for _, ev in scored_list)
-        configs = [c for c, _ in sorted(run.predicted, key=lambda p: p[1])]
+        configs = score_candidates(run, space, predictor, strategy, start, n_candidates, budget_s / 2)
         if order == "random":
             configs = [configs[i] for i in rng.permutation(len(configs))]
         remaining = budget_s - (time.perf_counter() - t0)

@@ -252,7 +252,8 @@ def check_2(search_runs: pd.DataFrame | None, gains_more: str | None) -> bool:
     require(
         speedup is not None and {"search", "strategy"} <= set(search_runs.columns),
         2,
-        "the table needs the columns search, strategy and speedup: autotune.report_table(report) "
+        "the table needs the columns search, strategy and speedup: "
+        'autotune.report_table(report, budget="device_seconds") '
         "of each run, with a column search added (pd.concat of the two).",
     )
     require({"anneal", "random"} <= set(search_runs["search"]), 2, "run both searches, anneal and random.")
