@@ -25,6 +25,10 @@ field                        meaning
                              optimised HLO it prints (all the model reads): the autotuner's
                              program-space predictor compiles with them (CPU: LLVM at -O0,
                              without its expensive passes; none elsewhere, untested)
+``child_process_env``        environment variables for a second process of the autotuner on the
+                             same device (the fresh-process re-measurement, the scoring
+                             worker): on GPU, no preallocation (JAX's default takes 75% of the
+                             memory, which the first process holds; run on an H200)
 ``tested``                   whether tpucost has run on it (CPU), or is written against
                              documented behaviour (GPU, TPU)
 ===========================  ==================================================================
@@ -57,6 +61,7 @@ class Backend:
     tile_size_scale: int
     compile_configurations: tuple[str, ...]
     scoring_compile_options: tuple[tuple[str, object], ...]
+    child_process_env: tuple[tuple[str, str], ...]
     tested: bool
 
 
@@ -80,6 +85,7 @@ BACKENDS: dict[str, Backend] = {
             ("xla_backend_optimization_level", 0),
             ("xla_llvm_disable_expensive_passes", True),
         ),
+        child_process_env=(),
         tested=True,
     ),
     # GPU: interpret mode too (the tile kernels accumulate over a sequential grid axis, which
@@ -95,6 +101,7 @@ BACKENDS: dict[str, Backend] = {
         tile_size_scale=1,
         compile_configurations=(),
         scoring_compile_options=(),
+        child_process_env=(("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),),
         tested=False,
     ),
     # TPU: Mosaic-compiled; the default scoped VMEM limit of v5e.
@@ -109,6 +116,7 @@ BACKENDS: dict[str, Backend] = {
         tile_size_scale=4,
         compile_configurations=(),
         scoring_compile_options=(),
+        child_process_env=(),
         tested=False,
     ),
 }

@@ -20,6 +20,7 @@ from typing import Any
 
 import jax
 
+from tpucost import backends
 from tpucost.autotune.tunable import load_tunable
 from tpucost.measure import compile_fn, wall_time_ns
 
@@ -62,6 +63,7 @@ def remeasure_in_fresh_process(
         text=True,
         timeout=timeout_s,
         check=False,
+        env={**os.environ, **dict(backends.backend().child_process_env)},
     )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]

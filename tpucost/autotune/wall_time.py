@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tpucost import backends
 from tpucost.autotune.evaluators import CachedPredictor, Evaluator, ProgramPredictor, TilePredictor
 from tpucost.autotune.search import SearchRun, measure_in_order, run_search, score_candidates
 from tpucost.autotune.space import Config
@@ -63,9 +64,17 @@ class _Stop(Exception):
 
 
 def _worker_main(
-    spec: str, space: str, model: Mapping[str, Any], cores: list[int], inbox: Any, outbox: Any, stop: Any
+    spec: str,
+    space: str,
+    model: Mapping[str, Any],
+    cores: list[int],
+    env: Mapping[str, str],
+    inbox: Any,
+    outbox: Any,
+    stop: Any,
 ) -> None:
     """The scoring process: load the program and the model, then serve one search per request."""
+    os.environ.update(env)  # before JAX starts its backend here (`Backend.child_process_env`)
     if cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)
     tunable = load_tunable(spec, space)
@@ -127,7 +136,16 @@ class ScoringWorker:
         t0 = time.perf_counter()
         self.process = ctx.Process(
             target=_worker_main,
-            args=(spec, tunable.kind, dict(model), self.cores, self.inbox, self.outbox, self.stop),
+            args=(
+                spec,
+                tunable.kind,
+                dict(model),
+                self.cores,
+                dict(backends.backend().child_process_env),
+                self.inbox,
+                self.outbox,
+                self.stop,
+            ),
             daemon=True,
         )
         self.process.start()
