@@ -135,7 +135,7 @@ def test_wheel_carries_bundled_data_and_checkpoints(wheel):
         "tpucost/bundled/kernels_cpu/PROVENANCE.md",
         "tpucost/bundled/checkpoints/kernel-random/gnn/params.msgpack",
         "tpucost/bundled/checkpoints/kernel-hard/analytical.json",
-        "tpucost/bundled/autotune/transformer.json",
+        "tpucost/bundled/autotune/nnx_vit.json",
         "tpucost/bundled/autotune/README.md",
     ):
         assert needed in names, f"{needed} is not in {wheel.name}"
