@@ -1,4 +1,5 @@
-# tpucost: `make demo` runs the notebooks, `make test` runs every test, `make check` the quick ones.
+# tpucost: `make demo` runs the notebooks, `make test` runs every test, `make check` the quick ones,
+# `make docs` renders the book from make demo's executed notebooks, `make docs-check` checks it in Chromium.
 # Both create .venv (from python3) and install the exact tested versions
 # from constraints.txt when needed. `make test` also creates .venv-colab: Colab's
 # versions (constraints-colab.txt, the lower bounds of pyproject.toml) on Python 3.13
@@ -18,12 +19,12 @@ COLAB_STAMP := $(COLAB_VENV)/.tpucost-installed
 # Test processes run side by side (pytest-xdist); the tests marked `quiet` then run alone.
 JOBS ?= 2
 
-.PHONY: demo test test-newest test-colab check lab install lock bench clean
+.PHONY: demo docs docs-check browser test test-newest test-colab check lab install lock bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[notebooks,dev,corpus]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[notebooks,dev,corpus,docs]'
 	touch $(STAMP)
 
 $(COLAB_STAMP): pyproject.toml constraints-colab.txt
@@ -37,12 +38,30 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) tools/run_notebooks.py --out build
 
+## docs: the book: docs/ and make demo's executed notebooks (build/0*.ipynb) rendered by Sphinx
+## into build/site/ (nothing is executed again; run make demo first)
+docs: $(STAMP)
+	$(PY) tools/build_docs.py --executed build --out build/site
+
+## docs-check: every page of build/site/ in headless Chromium: console, images, links, search, badges
+docs-check: $(STAMP) browser
+	$(PY) -m pytest -p no:cacheprovider -m browser tests/test_site.py
+
+## browser: Debian's chromium and chromium-driver for the browser check, when missing (apt-get;
+## as root, else through sudo), unless TPUCOST_CHROMEDRIVER names another driver (TPUCOST_CHROMIUM its
+## browser). Where they cannot be installed the browser tests skip, saying why.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+browser:
+	@test -n "$$TPUCOST_CHROMEDRIVER" || { command -v chromium && command -v chromedriver; } >/dev/null || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver; } || \
+	  echo "warning: could not install chromium and chromium-driver; the browser tests will skip"
+
 ## test: what CI runs: every test on the newest pins, then the core tests and the notebooks on Colab's versions
 test: test-newest test-colab
 
 ## test-newest: every test, $(JOBS) at a time, then the timing tests (marked quiet) alone; the
 ## notebooks run from the wheel in a fresh environment of each runtime (newest, and Colab's on its Python)
-test-newest: $(STAMP)
+test-newest: $(STAMP) browser
 	TPUCOST_COLAB_PYTHON=$(COLAB_PYTHON) $(PY) -m pytest -n $(JOBS) -m "not quiet"
 	$(PY) -m pytest -m quiet
 

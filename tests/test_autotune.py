@@ -453,8 +453,8 @@ def test_speedup_panels_share_their_y_axis_within_a_space():
     )
 
 
-def test_the_bundled_experiments_are_the_readmes():
-    """The README's autotuning results come from the bundled reports: one host, measured noise."""
+def test_the_bundled_experiments_are_the_pages():
+    """The autotuning page's results come from the bundled reports: one host, measured noise."""
     from tpucost.programs.examples import IN_DISTRIBUTION
 
     reports = autotune.bundled_reports()
@@ -462,12 +462,12 @@ def test_the_bundled_experiments_are_the_readmes():
     outside = [p for p in programs if p.removeprefix("example:") not in IN_DISTRIBUTION]
     assert len(outside) >= 3 and "example:tiled_mlp" in reports, "three programs from outside the corpus"
     assert len({r["device"] for r in reports.values()}) == 1, "one host for every bundled experiment"
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "autotuning.md").read_text()
     for program, r in reports.items():
         assert len(r["seeds"]) >= 4 and r["noise"]["processes"] >= 2, program
         assert set(r["strategies"]) == set(autotune.ARMS) and "wall_time" in r, program
         for start, c in r["model_guided_faster_than_device_only"].items():
-            assert f"**{100 * c['mean']:+.1f}%**" in readme, (program, start)
+            assert f"**{100 * c['mean']:+.1f}%**" in page, (program, start)
 
 
 @pytest.mark.measures

@@ -202,8 +202,8 @@ def test_choose_correction_corrects_only_where_it_helps():
     )  # what is left: the +-30% per program
 
 
-def test_readme_compiler_table_is_the_bundled_calibrations():
-    """The README's and the bundled folder's tables of the model under each jaxlib are
+def test_setup_pages_compiler_table_is_the_bundled_calibrations():
+    """The setup page's and the bundled folder's tables of the model under each jaxlib are
     `calibration.compiler_summary` of the bundled reports, cell by cell."""
     import re
     from pathlib import Path
@@ -212,7 +212,7 @@ def test_readme_compiler_table_is_the_bundled_calibrations():
     assert set(rows) == {"0.10.2", "0.7.2"} and all(r["runs"] == 3 for r in rows.values())
     assert len({r["device"] for r in rows.values()}) == 1, "both compilers measured on one host"
     root = Path(__file__).resolve().parents[1]
-    for readme in (root / "README.md", root / "tpucost" / "bundled" / "calibration" / "README.md"):
+    for readme in (root / "docs" / "setup.md", root / "tpucost" / "bundled" / "calibration" / "README.md"):
         text = readme.read_text()
         for jaxlib, r in rows.items():
             line = next(ln for ln in text.splitlines() if ln.startswith(f"| {jaxlib} ("))

@@ -54,7 +54,7 @@ def test_a_program_overlaps_the_data_it_was_recorded_in_and_not_another():
 @pytest.mark.newest_only
 def test_bundled_examples_report_their_overlap_with_the_training_data(capsys):
     """A corpus program of the training part is wholly in it; the built-in examples' overlap is
-    reported (README: ``example:transformer`` is in distribution, more than half its kernels
+    reported (docs/autotuning.md: ``example:transformer`` is in distribution, more than half its kernels
     trained on; the others, less than half). Marked ``newest_only``: the bundled kernels were
     compiled by jaxlib 0.10.2; another jaxlib cuts programs into other kernels."""
     from tpucost.programs import corpus

@@ -217,13 +217,13 @@ def test_makefile_tests_both_environments():
 
 def _module_name(path: Path) -> str:
     """``tpucost/x.py`` -> ``x``; ``tpucost/tasks/x.py`` -> ``tasks.x``; ``tpucost/tiles/__init__.py`` ->
-    ``tiles`` (the README map's names)."""
+    ``tiles`` (the module map's names)."""
     parts = path.relative_to(ROOT / "tpucost").with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _package_modules() -> set[str]:
-    """The README map's names of every module of the package: sub-packages' modules dotted, and a
+    """The module map's names of every module of the package: sub-packages' modules dotted, and a
     sub-package itself when its ``__init__`` imports something (a package that re-exports)."""
     files = [
         p
@@ -283,9 +283,9 @@ def _tpucost_imports(path: Path) -> set[str]:
     return found - {_module_name(path)}
 
 
-def test_readme_module_map_is_the_import_graph():
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("## How the pieces fit", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+def test_the_module_map_is_the_import_graph():
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    block = page.split("# How the pieces fit", 1)[1].split("```text", 1)[1].split("```", 1)[0]
     header, *lines = block.strip().splitlines()
     at_module, at_uses, at_what = header.index("module"), header.index("uses"), header.index("what it does")
     documented: dict[str, set[str]] = {}
@@ -295,11 +295,13 @@ def test_readme_module_map_is_the_import_graph():
         name = line[at_module:at_uses].strip()
         documented[name] = set(line[at_uses:at_what].split()) - {"-"}
         order.append(name)
-    assert set(documented) == modules, f"README map lists {sorted(documented)}, package has {sorted(modules)}"
+    assert set(documented) == modules, (
+        f"the map (docs/architecture.md) lists {sorted(documented)}, package has {sorted(modules)}"
+    )
     for name, uses in documented.items():
         path = ROOT / "tpucost" / f"{name.replace('.', '/')}.py"
         actual = _tpucost_imports(path if path.exists() else path.with_suffix("") / "__init__.py")
-        assert uses == actual, f"README says {name} uses {sorted(uses)}; it imports {sorted(actual)}"
+        assert uses == actual, f"the map says {name} uses {sorted(uses)}; it imports {sorted(actual)}"
         assert all(order.index(u) < order.index(name) for u in uses), f"{name} uses a module listed below it"
 
 

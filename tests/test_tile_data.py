@@ -652,7 +652,7 @@ def test_stats():
 
 
 def test_cli_tile_stats_prints_the_spreads(capsys):
-    """`data stats --task tile` on the bundled tile data: the README's spreads come from it."""
+    """`data stats --task tile` on the bundled tile data: the tile page's spreads come from it."""
     assert cli.main(["data", "stats", "--task", "tile", "--json"]) == 0
     st = json.loads(capsys.readouterr().out)
     assert st["problems"] == len(tile_data.load_tile_dataset())

@@ -22,14 +22,24 @@ from nbclient.exceptions import CellExecutionError
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def execute(path: Path, out_dir: Path, timeout: int) -> Path:
-    """Run one notebook with its own folder as the working directory; save it executed."""
+def execute(path: Path, out_dir: Path, timeout: int, device: str) -> Path:
+    """Run one notebook with its own folder as the working directory; save it executed, with
+    when, how long, where and under what load it ran in its metadata (``tpucost_run``: the book
+    shows it on the notebook's page)."""
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
+    started, start = datetime.now().astimezone(), time.time()
     try:
         client.execute()
+        nb.metadata["tpucost_run"] = {
+            "started": started.isoformat(timespec="seconds"),
+            "seconds": round(time.time() - start, 1),
+            "device": device,
+            "load_average": round(os.getloadavg()[0], 2),
+            "smoke": os.environ.get("TPUCOST_SMOKE") == "1",
+        }
     finally:
         out_dir.mkdir(parents=True, exist_ok=True)
         target = out_dir / path.name
@@ -92,14 +102,15 @@ def main() -> int:
         where = ROOT / "notebooks"
         print(f"error: no such notebook: {', '.join(missing)} (here or in {where})", file=sys.stderr)
         return 2
+    device = _device()
     print(
-        f"{datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, load average {os.getloadavg()[0]:.2f}, on {_device()}"
+        f"{datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, load average {os.getloadavg()[0]:.2f}, on {device}"
     )
     for path in notebooks:
         start = time.time()
         print(f"running {path.name} ...", flush=True)
         try:
-            executed = execute(path, args.out, args.timeout)
+            executed = execute(path, args.out, args.timeout, device)
         except CellExecutionError as err:
             print(
                 f"{path.name} failed; the partly executed copy is in {args.out / path.name}\n{err}",

@@ -418,7 +418,7 @@ def calibrate(
 
     Args:
       cache_path: the JSON file; default `default_cache_path` (``$TPUCOST_CACHE_DIR`` overrides
-        the directory).
+      the directory).
       force: measure again even if the cache holds this backend and device kind.
     """
     backend, device_kind, device_id = _this_device()

@@ -231,9 +231,9 @@ def save(
       path_dir: the checkpoint folder (replaced when it exists).
       model: the model whose parameters to save.
       config: a `tpucost.train.TrainConfig` (anything with ``.model`` and ``.to_dict()``) or a
-        `ModelConfig`.
+      `ModelConfig`.
       metadata: the task's metadata (`tpucost.train.Task.metadata`), stored at the top level of
-        config.json; it may not use the keys `save` writes itself.
+      config.json; it may not use the keys `save` writes itself.
       extra: more JSON-serialisable metadata, stored under ``"extra"``.
     """
     path = Path(path_dir)

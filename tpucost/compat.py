@@ -1,6 +1,6 @@
 """What differs between the jax/flax versions tpucost supports, in one place.
 
-tpucost is tested on two environments (see the README, "Tested versions"): the newest pins
+tpucost is tested on two environments (see the book's "Setup" page, docs/setup.md): the newest pins
 (constraints.txt) and the versions Colab's runtime images ship (constraints-colab.txt), which are
 pyproject.toml's lower bounds. Every difference between them that the code must know about is
 handled here, so that no other module tests versions:

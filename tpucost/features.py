@@ -213,7 +213,7 @@ class FeatureSpec:
 
     Attributes:
       layout: a fingerprint (or name) of the node feature layout and opcode vocabulary, e.g.
-        `layout_fingerprint()` for tpucost's own.
+      `layout_fingerprint()` for tpucost's own.
       num_node_features: F, the width of a node feature row.
       num_opcodes: the opcode vocabulary size (ids are ``0 .. num_opcodes - 1``).
       num_config_features: width of a configuration's feature row (tile task); 0 when none.
@@ -466,7 +466,7 @@ def node_features(inst: Instruction, is_output: bool, tile: Sequence[int] | None
       inst: the node's HLO instruction.
       is_output: whether the node's value leaves the kernel.
       tile: the kernel-level tile sizes, minor-to-major (reverse a Pallas ``block_shape``), or
-        None for no tile.
+      None for no tile.
 
     Returns:
       float32[NUM_NODE_FEATURES], all finite.

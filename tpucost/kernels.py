@@ -48,14 +48,14 @@ class Kernel:
       name: the HLO instruction name (``fusion.3``, ``convolution.1``): what the profiler reports.
       opcode: the instruction's opcode (``fusion`` for fused kernels).
       kind: the fusion kind (``kLoop``, ``kInput``, ``kOutput``, ``kCustom``; on XLA:CPU a
-        YNNPACK fusion is ``kCustom`` with ``__ynn_fusion`` in its backend config), else the opcode.
+      YNNPACK fusion is ``kCustom`` with ``__ynn_fusion`` in its backend config), else the opcode.
       computation: the computation the instruction lives in (``main.5``, a loop body, ...).
       nodes: the ops of the kernel, inputs first as ``parameter`` nodes.
       edges: ``(producer, consumer)`` pairs of node indices, one per operand use.
       outputs: indices of the nodes whose values leave the kernel.
       instruction: the kernel's own instruction in `computation`.
       calls_per_run: how often one program run executes the kernel: the product of the known
-        trip counts of the loops around it (1 outside loops; 1 when a trip count is unknown).
+      trip counts of the loops around it (1 outside loops; 1 when a trip count is unknown).
     """
 
     name: str

@@ -112,22 +112,22 @@ class Measurement:
 
     Attributes:
         runtime_ns: kernel name -> label in ns: per run, the kernel's time per call
-            (async completion included on CPU), then the minimum over runs.
+        (async completion included on CPU), then the minimum over runs.
         runs_seen: kernel name -> number of traced runs that reported it.
         calls_per_run: kernel name -> calls in one run (1 unless in a loop body).
         wall_ns_per_run: wall time of each untraced run of the program, from
-            ``time.perf_counter_ns`` around the call and ``block_until_ready``.
+        ``time.perf_counter_ns`` around the call and ``block_until_ready``.
         run_span_ns: per traced run, first kernel start to run completion.
         hlo_text: the optimized HLO text (``compiled.as_text()``).
         missing: kernels of the compiled module that no traced run reported.
         nested: kernels inside another kernel (loop bodies, branches); their time
-            is already part of their parent's label.
+        is already part of their parent's label.
         async_kernels: kernels found asynchronous (label extended past the event).
         module_name, backend, device_kind: what was measured, and where.
         device: `tpucost.device.fingerprint()` of the device that measured it (its
-            ``label_mode`` says whether kernels ran one at a time).
+        ``label_mode`` says whether kernels ran one at a time).
         timeline: the traced run with the shortest span as (kernel, start ns from the
-            run's first kernel, labelled duration ns), in start order: for drawing.
+        run's first kernel, labelled duration ns), in start order: for drawing.
         module: ``hlo_text`` parsed (`tpucost.hlo.Module`), so callers need not parse it again.
     """
 
@@ -744,11 +744,11 @@ def measure_kernels(
 
     Args:
         fn: a function of arrays (use ``functools.partial`` for static arguments).
-        *args: example arguments; the program is compiled for their shapes.
+        ``*args``: example arguments; the program is compiled for their shapes.
         repeats: traced runs (labels are minima over them); also the number of
-            untraced wall-time runs (at least 5).
+        untraced wall-time runs (at least 5).
         compiler_options: passed to ``Lowered.compile``, e.g.
-            ``{"xla_disable_hlo_passes": "fusion"}``.
+        ``{"xla_disable_hlo_passes": "fusion"}``.
         warmup: untraced runs before timing.
 
     Raises:

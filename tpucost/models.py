@@ -54,17 +54,17 @@ class ModelConfig:
       num_layers: K, the number of GraphSAGE layers (ignored by the LSTM).
       reduce: neighbour aggregation, "sum" | "mean" | "max".
       neighbours: which neighbours a node aggregates: "operands" (producers, incoming edges),
-        "users" (consumers, outgoing edges) or "both" (default: separate f'_k per direction, the
-        two aggregates concatenated, so information flows both ways in K layers and the model
-        can tell an op's inputs from its outputs).
+      "users" (consumers, outgoing edges) or "both" (default: separate f'_k per direction, the
+      two aggregates concatenated, so information flows both ways in K layers and the model
+      can tell an op's inputs from its outputs).
       pooling: the per-graph poolings concatenated into the kernel embedding, any non-empty
-        subset of ("sum", "mean", "max"). Default ("sum", "max"): sum keeps the kernel's size,
-        max picks out the dominant op.
+      subset of ("sum", "mean", "max"). Default ("sum", "max"): sum keeps the kernel's size,
+      max picks out the dominant op.
       features: the `tpucost.features.FeatureSpec` of the graphs the model reads (F, the node
-        feature width, and the opcode vocabulary size come from it); default tpucost's own.
+      feature width, and the opcode vocabulary size come from it); default tpucost's own.
       dropout: dropout rate on node embeddings while training.
       config_join: where a configuration's features join the graph (tile model only; the kernel
-        models ignore it): "late" (after pooling) or "early" (at every node).
+      models ignore it): "late" (after pooling) or "early" (at every node).
     """
 
     kind: str = "gnn"

@@ -1,10 +1,10 @@
-"""The result tables the README shows, rendered from the bundled JSON files they summarise.
+"""The result tables the book's pages show, rendered from the bundled JSON files they summarise.
 
 No number in these tables is typed by hand: each comes from a file under ``tpucost/bundled/``
 written by the command named in its function's docstring. ``python -m tpucost experiment tables
---readme`` prints them all, and ``tests/test_readme_tables.py`` compares the README's tables with
-them cell by cell, so a retrained model or a re-collected data set fails the tests until the
-README follows.
+--pages`` prints them all, and ``tests/test_docs_tables.py`` compares the pages' tables with them
+cell by cell, so a retrained model or a re-collected data set fails the tests until the pages
+follow.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ __all__ = [
     "tile_results_table",
     "autotune_results_table",
     "data_stats_table",
-    "readme_tables",
+    "page_tables",
 ]
 
 #: Written by ``python -m tpucost evaluate --task kernel --split S --totals N --json``, one per split.
@@ -497,8 +497,8 @@ def data_stats_table(data_dir: str | os.PathLike | None = None) -> str:
     return "\n".join(lines)
 
 
-def readme_tables() -> dict[str, str]:
-    """Every table above, by name, as the README shows it."""
+def page_tables() -> dict[str, str]:
+    """Every table above, by name, as the book's pages (``docs/*.md``) show it."""
     return {
         "data stats": data_stats_table(),
         "kernel results (Table 2)": kernel_results_table(),

@@ -79,12 +79,12 @@ class TileKernel(NamedTuple):
     Attributes:
       name: the file's stem (TpuGraphs' tile id).
       graph: the kernel graph: ``opcodes`` int32[n] (TpuGraphs' ids), ``node_features``
-        float32[n, 140] (TpuGraphs' features), ``senders``/``receivers`` int32[m]
-        (producer -> consumer), ``kind = "tpugraphs-tile"``.
+      float32[n, 140] (TpuGraphs' features), ``senders``/``receivers`` int32[m]
+      (producer -> consumer), ``kind = "tpugraphs-tile"``.
       tile_configs: float32[c, 24], the features of each tile-size configuration.
       runtimes_ns: int64[c], measured runtime of each configuration.
       normalizers: the runtime of the default tile size per configuration, shape [c]
-        (as stored: int64 in the published files).
+      (as stored: int64 in the published files).
     """
 
     name: str
@@ -134,8 +134,8 @@ def read_tile_npz(path: str | Path) -> TileKernel:
     Raises:
       FileNotFoundError: there is no file at `path`.
       ValueError: the file is not an npz archive, or a field is missing, of the wrong dtype
-        kind or shape, stored as a pickled object array, or inconsistent with the others
-        (lengths, edge indices outside ``[0, n)``); the message names the file and the field.
+      kind or shape, stored as a pickled object array, or inconsistent with the others
+      (lengths, edge indices outside ``[0, n)``); the message names the file and the field.
     """
     path = Path(path)
     arrays = read_npz(path)

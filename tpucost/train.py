@@ -152,7 +152,7 @@ class TrainResult:
 
     Attributes:
       history: {"train_loss": [...], "val_loss": [...]}, one entry per epoch run (the task's loss;
-        train loss is the mean over the epoch's steps).
+      train loss is the mean over the epoch's steps).
       best_epoch: 1-based epoch of the lowest validation loss (0 if no epoch ran).
       best_val_loss: that loss.
       model: the model holding the best-validation parameters.
@@ -350,9 +350,9 @@ def train_and_evaluate(
       config: hyperparameters.
       train_part, val_part: the task's example indices (e.g. kernel indices of a data set).
       workdir: when given, a resumable training state is saved there after every epoch
-        (``train_state.msgpack``) and the best model in ``workdir/best`` (`tpucost.checkpoint.save`,
-        with the task's metadata); a later call with the same workdir resumes after the last
-        finished epoch.
+      (``train_state.msgpack``) and the best model in ``workdir/best`` (`tpucost.checkpoint.save`,
+      with the task's metadata); a later call with the same workdir resumes after the last
+      finished epoch.
       progress: show a tqdm bar.
 
     Returns:

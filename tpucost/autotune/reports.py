@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-#: The folder of the README's autotuning experiments under `tpucost.files.bundled_dir()`: one
+#: The folder of the autotuning experiments docs/autotuning.md shows under `tpucost.files.bundled_dir()`: one
 #: ``python -m tpucost autotune --json`` report per program, with their provenance in its README.
 BUNDLED_NAME = "autotune"
 

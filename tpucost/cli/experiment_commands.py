@@ -87,8 +87,8 @@ def cmd_learning_curve(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    if args.readme:
-        for name, table in results.readme_tables().items():
+    if args.pages:
+        for name, table in results.page_tables().items():
             print(f"{name}:\n\n{table}\n")
         return 0
     print(results.checkpoint_tables(args.dir), end="")
@@ -149,11 +149,11 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
     p = e.add_parser(
         "tables",
         help="Markdown tables of a checkpoint folder's results (default: the bundled ones; the "
-        "checkpoints README shows them), or with --readme the tables of the README",
+        "checkpoints README shows them), or with --pages the tables of the book's pages (docs/)",
     )
     p.add_argument("dir", nargs="?", default=None)
     p.add_argument(
-        "--readme", action="store_true", help="the README's tables, from the bundled data, models and reports"
+        "--pages", action="store_true", help="the book's tables, from the bundled data, models and reports"
     )
     p.set_defaults(func=cmd_tables)
 

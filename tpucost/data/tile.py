@@ -8,8 +8,8 @@ all its configurations) and C >= 1 configurations (dicts of block sizes, e.g.
 repeats, ns). This is the task of the TpuGraphs "tile" collection: rank the configurations of one
 kernel. `from_tpugraphs` converts that published collection to the same record.
 
-Storage
--------
+**Storage**
+
 A `TileDataset` is a `tpucost.data.graph_table.GraphTable` (P problems) with the columns and the
 ``config`` group of :data:`TILE_TABLE` (C configurations in all, K config keys, G config features):
 

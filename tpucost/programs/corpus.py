@@ -21,7 +21,8 @@ tensors of 1e3..1e6 elements; on the 2-core machine (seed 0, default configurati
 attention and convolution families, where XLA:CPU wraps most ops in f32 converts), and a run took
 0.7 ms median and 19 ms at most.
 
-Families (``FAMILIES``)
+Families (``FAMILIES``)::
+
     ``mlp``                    dense layers with a random activation, softmax cross-entropy loss.
     ``cnn``                    conv -> batch norm -> relu -> max/avg pooling blocks, then a classifier.
     ``resnet_block``           residual blocks (conv-bn-relu-conv-bn + skip, strided 1x1 projection).
@@ -51,26 +52,28 @@ Configurations (``CONFIGURATIONS``)
     inside) differs from the default's. Per line: programs changed / programs it applies to,
     programs whose kernel *count* changed, and total kernels default -> configuration.
 
-    ``default``            XLA's own choice. On CPU, dots with their elementwise neighbours and
-                           many reductions become YNNPACK fusions (``__ynn_fusion``, kind kCustom);
-                           the rest are XLA loop fusions; convolutions run alone.
-    ``no_fusion``          ``xla_disable_hlo_passes=fusion``: XLA's loop fusion off, YNNPACK
-                           fusions kept. 39/39 changed, 39 counts, 2731 -> 8885 kernels.
-    ``no_library_fusion``  YNNPACK/XNNPACK fusion types emptied: dots run alone (Eigen) and XLA
-                           fuses the elementwise ops. 38/39 changed (unet forward has no dot),
-                           21 counts, 2731 -> 2621.
-    ``no_fusion_at_all``   both: about one kernel per HLO op. 39/39, 39 counts, 2731 -> 9205.
-    ``ynn_dot_only``       ``xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_DOT``: YNNPACK
-                           fuses dots only, no elementwise/reduce fusions. 34/39, 29 counts, 2731 -> 2571.
-    ``remat_nothing``      train_step only: the loss under ``jax.checkpoint(policy=nothing_saveable)``,
-                           so the forward pass runs twice. 13/13, 12 counts, 1423 -> 1544.
-                           (On grad forms it changed only where a constant factor sat: the
-                           recomputed forward pass is dead code when the loss value is unused.)
-    ``remat_dots``         grad and train_step: ``jax.checkpoint(policy=dots_saveable)``: elementwise
-                           results are recomputed in the backward pass. 26/26, 22 counts, 2446 -> 2665
-                           (in the 4 without a count change, fusions gained reduce-precision
-                           ops, which jax.checkpoint adds, and recomputed elementwise ops).
-    ``scan_unroll``        lstm/gru only: ``lax.scan(unroll=4)``. 6/6, 6 counts, 387 -> 710.
+    ::
+
+      ``default``            XLA's own choice. On CPU, dots with their elementwise neighbours and
+                             many reductions become YNNPACK fusions (``__ynn_fusion``, kind kCustom);
+                             the rest are XLA loop fusions; convolutions run alone.
+      ``no_fusion``          ``xla_disable_hlo_passes=fusion``: XLA's loop fusion off, YNNPACK
+                             fusions kept. 39/39 changed, 39 counts, 2731 -> 8885 kernels.
+      ``no_library_fusion``  YNNPACK/XNNPACK fusion types emptied: dots run alone (Eigen) and XLA
+                             fuses the elementwise ops. 38/39 changed (unet forward has no dot),
+                             21 counts, 2731 -> 2621.
+      ``no_fusion_at_all``   both: about one kernel per HLO op. 39/39, 39 counts, 2731 -> 9205.
+      ``ynn_dot_only``       ``xla_cpu_experimental_ynn_fusion_type=LIBRARY_FUSION_TYPE_DOT``: YNNPACK
+                             fuses dots only, no elementwise/reduce fusions. 34/39, 29 counts, 2731 -> 2571.
+      ``remat_nothing``      train_step only: the loss under ``jax.checkpoint(policy=nothing_saveable)``,
+                             so the forward pass runs twice. 13/13, 12 counts, 1423 -> 1544.
+                             (On grad forms it changed only where a constant factor sat: the
+                             recomputed forward pass is dead code when the loss value is unused.)
+      ``remat_dots``         grad and train_step: ``jax.checkpoint(policy=dots_saveable)``: elementwise
+                             results are recomputed in the backward pass. 26/26, 22 counts, 2446 -> 2665
+                             (in the 4 without a count change, fusions gained reduce-precision
+                             ops, which jax.checkpoint adds, and recomputed elementwise ops).
+      ``scan_unroll``        lstm/gru only: ``lax.scan(unroll=4)``. 6/6, 6 counts, 387 -> 710.
 
     Tried and dropped. Identical optimized HLO on a dense + softmax + conv test program:
     ``xla_cpu_enable_fast_math``, ``xla_backend_optimization_level=0``, ``xla_cpu_use_xnnpack=False``,

@@ -9,6 +9,7 @@ control, Runge-Kutta tableaus. One family:
     a neural ODE: ``dy/dt = mlp(y)`` from t=0 to 1, with a random explicit solver (Euler, Heun,
     Midpoint, Ralston, Bosh3, Tsit5, Dopri5), constant steps or (for the adaptive ones) a PID
     step-size controller, saving the final state or several times.
+
 (A neural SDE family, ``diffrax_sde`` against a ``VirtualBrownianTree``, was tried and dropped:
 its Brownian tree nests a search loop in every step, and measuring one 4 ms program took 114 s of
 traced runs, where the ODEs take 1-2 s; an ``UnsafeBrownianPath`` cannot be differentiated.)

@@ -48,7 +48,7 @@ def exercise_1(program: Program, repeats: int = 10) -> pd.DataFrame:
 
 
 def relative_differences(first: Measurement, second: Measurement) -> np.ndarray:
-    """|a - b| / min(a, b) for every kernel both measurements labelled."""
+    """``|a - b|`` / min(a, b) for every kernel both measurements labelled."""
     a, b = first.runtime_ns, second.runtime_ns
     return np.array([abs(a[k] - b[k]) / min(a[k], b[k]) for k in sorted(set(a) & set(b))])
 
@@ -65,7 +65,7 @@ def exercise_2(
 ) -> pd.DataFrame:
     """Measure twice per ``repeats`` value: how far apart are the two labels of each kernel?
 
-    Returns one row per value: the median and 90th percentile over kernels of |a - b| / min(a, b).
+    Returns one row per value: the median and 90th percentile over kernels of ``|a - b|`` / min(a, b).
     ``runs`` (from `measure_twice`) reuses measurements already taken.
     """
     runs = runs or measure_twice(program, repeats)

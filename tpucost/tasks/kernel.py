@@ -120,11 +120,11 @@ class KernelBatch(NamedTuple):
 
     Attributes:
       graph: padded `jraph.GraphsTuple` of Gp graphs, Np nodes; ``globals`` float32[Gp, 1] holds
-        the standardised targets (0 for padding).
+      the standardised targets (0 for padding).
       node_mask: bool[Np], real nodes.
       graph_mask: bool[Gp], real kernels.
       seq_index: int32[Gp, L], each graph's nodes in order (`tpucost.models.sequence_index`), for
-        the LSTM; None for the GNN.
+      the LSTM; None for the GNN.
     """
 
     graph: jraph.GraphsTuple

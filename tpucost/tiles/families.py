@@ -6,7 +6,7 @@ reference and how to sample problem shapes. `tpucost.tiles` (legality, building,
 cost arithmetic, config features, kernel graphs) works on any family of :data:`TILE_FAMILIES`.
 
 Families (``TILE_FAMILIES``, in this order)
-------------------------------------------
+-------------------------------------------
 
 ============  ====================  ====================  ===============================================
 family        shape                 config keys           kernel
@@ -140,7 +140,7 @@ class TileFamily:
       doc: one line on what the kernel computes.
       tiled_dims: for each block key, the name of the problem dim it tiles.
       tiled_sizes: ``shape -> sizes``, for each block key the size of the dim it tiles (None:
-        the problem dims named by `tiled_dims`).
+      the problem dims named by `tiled_dims`).
       make_plan: ``(shape, dtype, config) -> TilePlan``.
       body: the Pallas kernel body, ``(plan, dtype) -> kernel(*refs)``.
       arg_shapes: ``shape -> [array shape per argument of fn]`` (the user-facing arguments).

@@ -35,7 +35,7 @@ The record's ``tile_size_scale`` also scales the problem sizes `sample_shapes` d
 and GPU, x4 on TPU, where compiled kernels run far faster than the interpreter).
 
 Legality (`legal_configs`, `check_config`), the same on every backend
--------------------------------------------------------------------
+---------------------------------------------------------------------
 A config is legal when
 
 1. every block size divides the problem dim it tiles (no ragged edges);
@@ -68,33 +68,33 @@ Config features (``CONFIG_FEATURE_NAMES``, float32, all finite, same width for e
 --------------------------------------------------------------------------------------------
 ``lg`` is ``log2(max(x, 1))`` unless noted.
 
-=======  ==========================  ===========================================================
-cols     names                       meaning
-=======  ==========================  ===========================================================
-0-3      ``block_log2_0..3``         lg of each block size, in ``block_keys`` order, 0-padded
-4-7      ``grid_log2_0..3``          lg of each grid extent, outermost first, 0-padded
-8-11     ``block_frac_0..3``         block size / the problem dim it tiles (0-padded)
-12       ``num_block_keys``          number of block keys (raw)
-13       ``num_grid_axes``           number of grid axes (raw)
-14       ``log2_steps``              lg of the number of grid steps
-15       ``log2_flops_per_step``     lg of ``flops_per_step``
-16       ``log2_bytes_in_per_step``  lg of the input block bytes of one step
-17       ``log2_bytes_out_per_step`` lg of the output block bytes of one step
-18       ``log2_working_set``        lg of the per-step working set (x2 buffers + scratch)
-19       ``working_set_frac``        working set / `VMEM_BUDGET_BYTES` (0..1)
-20       ``log2_total_bytes``        lg of all HBM traffic implied by the grid
-21       ``log2_total_flops``        lg of ``total_flops``
-22       ``log2_intensity``          ``log2(total_flops / total_bytes)`` (signed)
-23       ``log2_reread``             ``log2(total_bytes / unique_bytes)`` (>= 0: re-read traffic)
-24       ``lane_util``               min over blocks of minor size / (minor size rounded up to 128)
-25       ``sublane_util``            min over blocks of second-minor / (it rounded up to the
-                                     dtype's sublane multiple)
-26       ``log2_dtype_bytes``        log2 of the element size of the first operand
-27       ``log2_ws_over_cache``      ``log2(working set / backends.scratchpad_bytes())`` (signed):
-                                     against this device's fast memory (VMEM, shared memory, or
-                                     the CPU's L2 read from sysfs), what a block-volume ranking
-                                     cannot see
-=======  ==========================  ===========================================================
+=======  ===========================  ===========================================================
+cols     names                        meaning
+=======  ===========================  ===========================================================
+0-3      ``block_log2_0..3``          lg of each block size, in ``block_keys`` order, 0-padded
+4-7      ``grid_log2_0..3``           lg of each grid extent, outermost first, 0-padded
+8-11     ``block_frac_0..3``          block size / the problem dim it tiles (0-padded)
+12       ``num_block_keys``           number of block keys (raw)
+13       ``num_grid_axes``            number of grid axes (raw)
+14       ``log2_steps``               lg of the number of grid steps
+15       ``log2_flops_per_step``      lg of ``flops_per_step``
+16       ``log2_bytes_in_per_step``   lg of the input block bytes of one step
+17       ``log2_bytes_out_per_step``  lg of the output block bytes of one step
+18       ``log2_working_set``         lg of the per-step working set (x2 buffers + scratch)
+19       ``working_set_frac``         working set / `VMEM_BUDGET_BYTES` (0..1)
+20       ``log2_total_bytes``         lg of all HBM traffic implied by the grid
+21       ``log2_total_flops``         lg of ``total_flops``
+22       ``log2_intensity``           ``log2(total_flops / total_bytes)`` (signed)
+23       ``log2_reread``              ``log2(total_bytes / unique_bytes)`` (>= 0: re-read traffic)
+24       ``lane_util``                min over blocks of minor size / (minor size rounded up to 128)
+25       ``sublane_util``             min over blocks of second-minor / (it rounded up to the
+                                      dtype's sublane multiple)
+26       ``log2_dtype_bytes``         log2 of the element size of the first operand
+27       ``log2_ws_over_cache``       ``log2(working set / backends.scratchpad_bytes())`` (signed):
+                                      against this device's fast memory (VMEM, shared memory, or
+                                      the CPU's L2 read from sysfs), what a block-volume ranking
+                                      cannot see
+=======  ===========================  ===========================================================
 
 Kernel graph (`kernel_graph`)
 -----------------------------

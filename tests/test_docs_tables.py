@@ -1,10 +1,10 @@
-"""The README's result tables are the bundled JSON, cell by cell (`tpucost.results`).
+"""The book's result tables are the bundled JSON, cell by cell (`tpucost.results`).
 
-Each table the README shows (the data set's numbers, Table 2, the whole programs, Table 3, the
-autotuning experiments) is found by its header row and compared cell by cell with the same table
-rendered from the bundled files: a retrained model, a re-collected data set or a rerun experiment
-fails here until the README shows its numbers (``python -m tpucost experiment tables --readme``
-prints them).
+Each table the pages of docs/ show (the data set's numbers, Table 2, the whole programs, Table 3,
+the autotuning experiments) is found by its header row and compared cell by cell with the same
+table rendered from the bundled files: a retrained model, a re-collected data set or a rerun
+experiment fails here until the pages show its numbers (``python -m tpucost experiment tables
+--pages`` prints them).
 """
 
 from __future__ import annotations
@@ -17,10 +17,15 @@ import pytest
 from tpucost import results
 from tpucost.data import additivity
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-ADDITIVITY = README.parent / "docs" / "results" / "additivity.json"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+ADDITIVITY = DOCS / "results" / "additivity.json"
 #: The tables rendered from the bundled files, once (rendering loads the data sets).
-RENDERED = results.readme_tables()
+RENDERED = results.page_tables()
+
+
+def pages() -> str:
+    """The text of every page of the book written by hand (docs/*.md), one after another."""
+    return "\n\n".join(p.read_text() for p in sorted(DOCS.glob("*.md")))
 
 
 def cells(line: str) -> list[str]:
@@ -28,11 +33,11 @@ def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def readme_table(text: str, header: str) -> list[list[str]]:
+def page_table(text: str, header: str) -> list[list[str]]:
     """The rows (as cells) of the table whose first line is ``header``, up to the first non-row."""
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if cells(line) == cells(header)]
-    assert len(starts) == 1, f"the README has {len(starts)} tables headed {header!r}"
+    assert len(starts) == 1, f"the pages have {len(starts)} tables headed {header!r}"
     rows = []
     for line in lines[starts[0] :]:
         if not line.strip().startswith("|"):
@@ -42,27 +47,27 @@ def readme_table(text: str, header: str) -> list[list[str]]:
 
 
 def differences(shown: list[list[str]], expected: list[list[str]]) -> list[str]:
-    """Every cell where the README's table differs from the expected one, named by row and column."""
+    """Every cell where the page's table differs from the expected one, named by row and column."""
     out = []
     if len(shown) != len(expected):
-        out.append(f"{len(shown) - 2} rows in the README, {len(expected) - 2} in the data")
+        out.append(f"{len(shown) - 2} rows on the page, {len(expected) - 2} in the data")
     header = expected[0]
     for r, (a, b) in enumerate(zip(shown, expected, strict=False)):
         for c, (x, y) in enumerate(zip(a, b, strict=False)):
             if x != y:
-                out.append(f"row {r - 1}, column {header[c]!r}: README {x!r}, bundled data {y!r}")
+                out.append(f"row {r - 1}, column {header[c]!r}: page {x!r}, bundled data {y!r}")
         if len(a) != len(b):
-            out.append(f"row {r - 1}: {len(a)} cells in the README, {len(b)} in the data")
+            out.append(f"row {r - 1}: {len(a)} cells on the page, {len(b)} in the data")
     return out
 
 
 @pytest.mark.parametrize("name", list(RENDERED))
-def test_readme_table_is_the_bundled_data(name):
+def test_page_table_is_the_bundled_data(name):
     expected = [cells(line) for line in RENDERED[name].splitlines()]
     assert len(expected) > 2, f"{name}: no rows rendered from the bundled data"
-    shown = readme_table(README.read_text(), RENDERED[name].splitlines()[0])
+    shown = page_table(pages(), RENDERED[name].splitlines()[0])
     wrong = differences(shown, expected)
-    assert not wrong, f"README table {name!r} differs from the bundled data:\n" + "\n".join(wrong)
+    assert not wrong, f"table {name!r} differs from the bundled data:\n" + "\n".join(wrong)
 
 
 def test_a_changed_number_is_caught():
@@ -70,20 +75,20 @@ def test_a_changed_number_is_caught():
     table = RENDERED["kernel results (Table 2)"]
     expected = [cells(line) for line in table.splitlines()]
     edited = table.replace("| random | **gnn** | **", "| random | **gnn** | **9", 1)
-    shown = readme_table(edited, table.splitlines()[0])
+    shown = page_table(edited, table.splitlines()[0])
     wrong = differences(shown, expected)
     assert len(wrong) == 1 and wrong[0].startswith("row 1, column 'unseen kernels: MAPE >= 5 us'"), wrong
 
 
-def test_the_bundled_additivity_output_is_the_data_sets_and_the_readme_quotes_it():
+def test_the_bundled_additivity_output_is_the_data_sets_and_the_data_page_quotes_it():
     """docs/results/additivity.json is `data additivity --json` of the bundled data set as it is
-    now, and the README's "Additivity" paragraph quotes its figures."""
+    now, and the "Additivity" paragraph of docs/data.md quotes its figures."""
     bundled = json.loads(ADDITIVITY.read_text())
     now = json.loads(json.dumps(additivity.additivity_summary(additivity.additivity_table(None))))
     assert bundled == now, (
         "docs/results/additivity.json is stale: rerun `python -m tpucost data additivity --json`"
     )
-    text = README.read_text()
+    text = (DOCS / "data.md").read_text()
     ge1 = bundled["pairs_ge_1ms"]
     for figure in (
         f"{bundled['pairs']:,} measured",
@@ -96,4 +101,4 @@ def test_the_bundled_additivity_output_is_the_data_sets_and_the_readme_quotes_it
         f"{bundled['dispatch_ns_per_kernel'] / 1000:.2f} us per kernel",
         f"**{bundled['with_dispatch_ge_1ms']['median']:.2f}**",
     ):
-        assert figure in text, f"the README's Additivity paragraph does not show {figure!r}"
+        assert figure in text, f"the data page's Additivity paragraph does not show {figure!r}"
