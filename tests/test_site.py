@@ -112,3 +112,11 @@ def test_the_built_book_with_a_figure_and_a_link_broken_fails(tmp_path):
     problems = check_site.check_site(site, pages=[page, "index.html"], whole_site=False)
     assert any(p.startswith(f"{page}: image ") and figure.name in p for p in problems), problems
     assert "index.html: broken link to no-such-page.html: no such file" in problems, problems
+
+
+@needs_the_book
+def test_the_built_books_search_finds_kendall_and_not_a_made_up_word():
+    with check_site.serve(SITE) as base, check_site.chromium() as driver:
+        assert check_site.search_problems(driver, base, "Kendall") == []
+        missing = check_site.search_problems(driver, base, "Zyzzogeton", timeout=3)
+        assert missing == ["the search for 'Zyzzogeton' found no page within 3 s"], missing

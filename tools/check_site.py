@@ -178,8 +178,15 @@ def check_page(driver: object, site: Path, base: str, page: str) -> list[str]:
 
 
 def search_problems(driver: object, base: str, word: str = "Kendall", timeout: float = 20.0) -> list[str]:
-    """Run the site's search for ``word``; a line when it finds no page."""
-    driver.get(f"{base}search.html?q={word}")
+    """Type ``word`` into the search box of the site's search page; a line when it finds no page."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    driver.get(f"{base}search.html")
+    boxes = [box for box in driver.find_elements(By.CSS_SELECTOR, "input[name='q']") if box.is_displayed()]
+    if not boxes:
+        return ["the search page shows no search box"]
+    boxes[0].send_keys(word, Keys.ENTER)
     deadline = time.monotonic() + timeout
     found = 0
     while time.monotonic() < deadline:
