@@ -6,13 +6,15 @@ there. Nothing is executed here: the notebooks' outputs are the ones `make demo`
 """
 
 import os
+import sys
 from pathlib import Path
-
-import tomllib
 
 # The checkout this book documents (build_docs.py sets it; pyproject.toml names the repository).
 ROOT = Path(os.environ.get("TPUCOST_ROOT", Path(__file__).resolve().parents[1]))
-REPOSITORY = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+sys.path.insert(0, str(ROOT / "tools"))
+from notebook_header import repository_url  # noqa: E402
+
+REPOSITORY = repository_url(ROOT / "pyproject.toml")
 
 project = "tpucost"
 author = "the tpucost authors"

@@ -5,19 +5,17 @@ as they ran (no Sphinx needed here; tests/test_site.py checks the built site in 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
 from pathlib import Path
 
 import nbformat
+import project_tools
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
-_spec = importlib.util.spec_from_file_location("build_docs", ROOT / "tools" / "build_docs.py")
-build_docs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build_docs)
+build_docs = project_tools.load("build_docs")
 
 #: Words in a row that a module docstring may share with a page: a title or a phrase, not prose.
 SHARED_WORDS = 14

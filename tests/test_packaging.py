@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import project_tools
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,13 +70,8 @@ def test_notebooks_are_committed_without_outputs():
 
 
 def _notebook_header():
-    """tools/notebook_header.py as a module (it is a script, not part of the package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("notebook_header", ROOT / "tools" / "notebook_header.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """tools/notebook_header.py as a module."""
+    return project_tools.load("notebook_header")
 
 
 def test_notebook_badges_and_install_cells_come_from_project_urls():
@@ -190,13 +186,7 @@ def test_lower_bounds_are_the_oldest_tested_versions():
 def test_colab_constraints_are_what_the_tool_writes_from_colab_s_list(tmp_path):
     """constraints-colab.txt is tools/colab_constraints.py's output, not edited by hand: rewritten
     from its own Colab lines it comes out the same."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "colab_constraints", ROOT / "tools" / "colab_constraints.py"
-    )
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = project_tools.load("colab_constraints")
     text = (ROOT / "constraints-colab.txt").read_text()
     source = re.search(r"^# Source: (\S+) pip-freeze\.txt, dated (\S+)\.$", text, re.M)
     colab_part = text.split("# not on Colab (from constraints.txt):")[0]

@@ -7,19 +7,17 @@ it exists, whole and then with one figure and one link broken.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import zlib
 from pathlib import Path
 
+import project_tools
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "build" / "site"
 
-_spec = importlib.util.spec_from_file_location("check_site", ROOT / "tools" / "check_site.py")
-check_site = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(check_site)
+check_site = project_tools.load("check_site")
 
 pytestmark = [
     pytest.mark.browser,

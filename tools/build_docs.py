@@ -24,9 +24,9 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from notebook_header import BADGE_IMAGE as COLAB_BADGE  # noqa: E402
 from notebook_header import repository_url  # noqa: E402
 
-COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 LOCAL_BADGE = "../_static/colab-badge.svg"  # the book loads nothing from other hosts
 PROVENANCE = {  # page name: the bundled file it shows
     "kernel-data": "tpucost/bundled/kernels_cpu/PROVENANCE.md",
@@ -39,6 +39,12 @@ PROVENANCE = {  # page name: the bundled file it shows
 
 class StaleNotebook(Exception):
     """An executed copy is missing, or was executed from other sources than notebooks/ holds now."""
+
+
+def _cells_and_code(nb: nbformat.NotebookNode) -> list[tuple[str, str | None]]:
+    """Each cell's type, with its source for a code cell: what an executed copy must share with
+    the notebook for its outputs to be the notebook's."""
+    return [(cell.cell_type, cell.source if cell.cell_type == "code" else None) for cell in nb.cells]
 
 
 def executed_notebooks(executed_dir: Path) -> list[tuple[Path, nbformat.NotebookNode]]:
@@ -54,9 +60,7 @@ def executed_notebooks(executed_dir: Path) -> list[tuple[Path, nbformat.Notebook
         if "tpucost_run" not in nb.metadata:
             raise StaleNotebook(f"{copy} has no run record (metadata 'tpucost_run'): run `make demo` again")
         current = nbformat.read(source, as_version=4)
-        if [(c.cell_type, c.source) for c in nb.cells if c.cell_type == "code"] != [
-            (c.cell_type, c.source) for c in current.cells if c.cell_type == "code"
-        ] or [c.cell_type for c in nb.cells] != [c.cell_type for c in current.cells]:
+        if _cells_and_code(nb) != _cells_and_code(current):
             raise StaleNotebook(f"{copy} was executed from older code than {source}: run `make demo` again")
         for executed, now in zip(nb.cells, current.cells, strict=True):
             executed.source = now.source  # prose edited since the run needs no second run

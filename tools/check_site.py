@@ -24,9 +24,11 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
 
-import tomllib
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from notebook_header import colab_url, repository_url  # noqa: E402
+
 #: Debian's Chromium and its driver; TPUCOST_CHROMIUM and TPUCOST_CHROMEDRIVER name others (a
 #: GitHub runner's Chrome, say).
 CHROMIUM = os.environ.get("TPUCOST_CHROMIUM", "/usr/bin/chromium")
@@ -169,11 +171,14 @@ def console_problems(driver: object) -> list[str]:
     ]
 
 
-def check_page(driver: object, site: Path, base: str, page: str) -> list[str]:
-    """Open one page; its console errors, broken images and broken internal links."""
+def check_page(driver: object, site: Path, base: str, page: str, repository: str | None = None) -> list[str]:
+    """Open one page; its console errors, broken images and broken internal links, and, given the
+    ``repository``, a notebook page's Colab badge."""
     driver.get(base + page)
     links = driver.execute_script("return [...document.querySelectorAll('a[href]')].map(a => a.href)")
     problems = image_problems(driver) + link_problems(site, base, links)
+    if repository and page.startswith("notebooks/"):
+        problems += badge_problems(driver, page, repository)
     return problems + console_problems(driver)
 
 
@@ -197,20 +202,15 @@ def search_problems(driver: object, base: str, word: str = "Kendall", timeout: f
     return [] if found else [f"the search for {word!r} found no page within {timeout:.0f} s"]
 
 
-def badge_problems(driver: object, base: str, notebook_pages: list[str], repository: str) -> list[str]:
-    """A line for each notebook page whose Colab badge is missing or points at another notebook."""
-    colab = repository.replace("https://github.com/", "https://colab.research.google.com/github/")
-    problems = []
-    for page in notebook_pages:
-        driver.get(base + page)
-        links = driver.execute_script(
-            "return [...document.querySelectorAll('a[href]')]"
-            ".filter(a => a.querySelector('img[src*=\"colab-badge\"]')).map(a => a.href)"
-        )
-        expected = f"{colab}/blob/main/notebooks/{Path(page).stem}.ipynb"
-        if links != [expected]:
-            problems.append(f"{page}: Colab badge links {links}, expected [{expected!r}]")
-    return problems
+def badge_problems(driver: object, page: str, repository: str) -> list[str]:
+    """On the open notebook ``page``: a line when its Colab badge is missing or points at another
+    notebook than this one in ``repository``."""
+    links = driver.execute_script(
+        "return [...document.querySelectorAll('a[href]')]"
+        ".filter(a => a.querySelector('img[src*=\"colab-badge\"]')).map(a => a.href)"
+    )
+    expected = colab_url(repository, f"{Path(page).stem}.ipynb")
+    return [] if links == [expected] else [f"Colab badge links {links}, expected [{expected!r}]"]
 
 
 def pages_of(site: Path) -> list[str]:
@@ -218,25 +218,18 @@ def pages_of(site: Path) -> list[str]:
     return sorted(str(p.relative_to(site)) for p in site.rglob("*.html") if "_static" not in p.parts)
 
 
-def repository_url() -> str:
-    """The repository pyproject.toml names: where each notebook's Colab badge must point."""
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"].rstrip("/")
-
-
 def check_site(site: Path, pages: list[str] | None = None, whole_site: bool = True) -> list[str]:
     """Every problem of ``site``, a line each, prefixed by its page. ``pages`` limits the pages
     opened; ``whole_site`` adds the search and the notebook pages' Colab badges."""
     pages = pages_of(site) if pages is None else pages
+    repository = repository_url() if whole_site else None
     problems = []
     with serve(site) as base, chromium() as driver:
         for page in pages:
-            problems += [f"{page}: {line}" for line in check_page(driver, site, base, page)]
+            problems += [f"{page}: {line}" for line in check_page(driver, site, base, page, repository)]
         if whole_site:
-            notebooks = [p for p in pages_of(site) if p.startswith("notebooks/")]
-            if not notebooks:
+            if not any(page.startswith("notebooks/") for page in pages):
                 problems.append("no notebook pages under notebooks/")
-            problems += badge_problems(driver, base, notebooks, repository_url())
-            driver.get_log("browser")  # those pages' console was checked above: start the search afresh
             problems += [f"search.html: {line}" for line in search_problems(driver, base)]
             problems += [f"search.html: {line}" for line in console_problems(driver)]
     return problems
