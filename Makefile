@@ -24,12 +24,12 @@ JOBS ?= 2
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[notebooks,dev,corpus,docs]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[notebooks,dev,corpus,docs,tpu]'
 	touch $(STAMP)
 
 $(COLAB_STAMP): pyproject.toml constraints-colab.txt
 	test -x $(COLAB_PY) || $(COLAB_PYTHON) -m venv $(COLAB_VENV)
-	$(COLAB_PY) -m pip install -q -c constraints-colab.txt -e '.[dev]' keras  # the corpus extra's Keras: its diffrax needs a newer jax than Colab's
+	$(COLAB_PY) -m pip install -q -c constraints-colab.txt -e '.[dev,tpu]' keras  # the corpus extra's Keras: its diffrax needs a newer jax than Colab's
 	touch $(COLAB_STAMP)
 
 install: $(STAMP)

@@ -43,10 +43,18 @@ def read_pins(path: Path) -> dict[str, tuple[str, str]]:
     return pins
 
 
+#: The libtpu that ``jax[tpu]==V`` asks for, by Colab's jax version V (from that jax's metadata). Colab's
+#: TPU image ships libtpu 0.0.21.1 beside jax 0.7.2, whose deviceless compile crashes (tpucost.compiler).
+TPU_COMPILER_FOR_JAX = {"0.7.2": "0.0.23"}
+
+
 def colab_constraints(freeze: Path, ours: Path, source: str, date: str) -> str:
     """Text of constraints-colab.txt from Colab's freeze and our constraints.txt."""
     colab, tested = read_pins(freeze), read_pins(ours)
     extra = {k: v for k, v in tested.items() if k not in colab}
+    jax_version = colab.get("jax", ("jax", ""))[1]
+    if "libtpu" in extra and jax_version in TPU_COMPILER_FOR_JAX:
+        extra["libtpu"] = ("libtpu", TPU_COMPILER_FOR_JAX[jax_version])
     lines = [
         "# The package versions of Colab's runtime image: the oldest environment `make test` tests.",
         f"# Source: {source} pip-freeze.txt, dated {date}.",

@@ -7,7 +7,11 @@ A tutorial package after "A Learned Performance Model for Tensor Processing Unit
         -> tasks (kernel, tile) -> costmodel -> ...
 """
 
+from tpucost.tpu_host import quiet_libtpu_startup
+
 __version__ = "0.1.0"
+
+quiet_libtpu_startup()  # before anything starts JAX: libtpu's complaints on a machine without a TPU
 
 __all__ = ["CostModel"]
 

@@ -35,6 +35,17 @@ field                        meaning
 
 `backend()` gives the record of JAX's default backend (or of a name: ``"cuda"`` and ``"rocm"``
 are GPU).
+
+Compile targets
+---------------
+A *target* is what a program is compiled for, which need not be the device at hand: ``cpu`` (this
+machine's XLA:CPU) or a TPU chip (``tpu-v4``, ``tpu-v5e``, ``tpu-v6e``), compiled without a TPU by
+libtpu's deviceless compiler (the ``tpu`` extra; `tpucost.compiler`). `TARGETS` holds one `Target`
+each: the libtpu topology name, JAX's device kind, and the chip's public numbers. The numbers come
+from Google Cloud's TPU pages (peak bf16 FLOP/s, HBM bandwidth, MXUs per TensorCore); no page
+states a clock, so ``clock_hz`` is derived from them (peak / (MXUs x MXU multiply-adds x 2)) and
+says so in ``clock_source``, or is None where the pages disagree (v6e: 2 MXUs on one revision of
+the page, 4 on another), and the compiler's cycle estimates then stay cycles.
 """
 
 from __future__ import annotations
@@ -44,7 +55,16 @@ from pathlib import Path
 
 import jax
 
-__all__ = ["Backend", "BACKENDS", "backend", "scratchpad_bytes"]
+__all__ = [
+    "Backend",
+    "BACKENDS",
+    "backend",
+    "scratchpad_bytes",
+    "Target",
+    "TARGETS",
+    "DEFAULT_TPU_TARGET",
+    "target",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,3 +166,107 @@ def scratchpad_bytes(name: str | None = None) -> int:
         return int(text.rstrip("KM")) * scale
     except (OSError, ValueError):
         return 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A compile target (see the module docstring): this machine's CPU or a TPU chip.
+
+    Attributes:
+      name: ``"cpu"`` or ``"tpu-<version>"``.
+      backend: the `Backend` record's name the target compiles for (``"cpu"``, ``"tpu"``).
+      topology: libtpu's topology name of a one-chip slice (``"v5e:1x1"``), None for the CPU.
+      device_kind: what JAX's device calls the chip (``"TPU v5 lite"``), None for the CPU.
+      tensorcores: TensorCores per chip (the compiler estimates cycles of one).
+      mxus: matrix units per TensorCore; mxu_size: one MXU's side (multiply-adds per cycle = side²).
+      peak_bf16_flops: documented peak dense bf16 FLOP/s of the chip.
+      hbm_bytes_per_s: documented HBM bandwidth of the chip.
+      clock_hz: TensorCore clock used to turn estimated cycles into time, or None (unknown).
+      clock_source: where ``clock_hz`` comes from, in words.
+      spec_url: the public page of the chip's numbers.
+    """
+
+    name: str
+    backend: str
+    topology: str | None = None
+    device_kind: str | None = None
+    tensorcores: int = 1
+    mxus: int = 0
+    mxu_size: int = 0
+    peak_bf16_flops: float | None = None
+    hbm_bytes_per_s: float | None = None
+    clock_hz: float | None = None
+    clock_source: str = ""
+    spec_url: str = ""
+
+    @property
+    def is_tpu(self) -> bool:
+        return self.backend == "tpu"
+
+
+def _derived_clock(peak_flops: float, tensorcores: int, mxus: int, mxu_size: int) -> float:
+    """Clock (Hz) at which ``tensorcores x mxus`` MXUs of ``mxu_size``² multiply-adds reach ``peak_flops``."""
+    return peak_flops / (tensorcores * mxus * mxu_size * mxu_size * 2)
+
+
+_DERIVED = "derived from the documented peak bf16 FLOP/s and MXU count (no public page states the clock)"
+
+TARGETS: dict[str, Target] = {
+    "cpu": Target("cpu", backend="cpu"),
+    "tpu-v4": Target(
+        "tpu-v4",
+        backend="tpu",
+        topology="v4:1x1x1",
+        device_kind="TPU v4",
+        tensorcores=2,
+        mxus=4,
+        mxu_size=128,
+        peak_bf16_flops=275e12,
+        hbm_bytes_per_s=1200e9,
+        clock_hz=_derived_clock(275e12, 2, 4, 128),
+        clock_source=_DERIVED + "; 1.05 GHz, as the TPU v4 paper (Jouppi et al., ISCA 2023) states",
+        spec_url="https://cloud.google.com/tpu/docs/v4",
+    ),
+    "tpu-v5e": Target(
+        "tpu-v5e",
+        backend="tpu",
+        topology="v5e:1x1",
+        device_kind="TPU v5 lite",
+        tensorcores=1,
+        mxus=4,
+        mxu_size=128,
+        peak_bf16_flops=197e12,
+        hbm_bytes_per_s=819e9,
+        clock_hz=_derived_clock(197e12, 1, 4, 128),
+        clock_source=_DERIVED,
+        spec_url="https://cloud.google.com/tpu/docs/v5e",
+    ),
+    "tpu-v6e": Target(
+        "tpu-v6e",
+        backend="tpu",
+        topology="v6e:1x1",
+        device_kind="TPU v6 lite",
+        tensorcores=1,
+        mxus=0,  # the page says 2 MXUs in one revision and 4 in another
+        mxu_size=256,
+        peak_bf16_flops=918e12,
+        hbm_bytes_per_s=1640e9,
+        clock_hz=None,
+        clock_source="unknown: the v6e page gives 2 MXUs per TensorCore in one revision and 4 in another",
+        spec_url="https://cloud.google.com/tpu/docs/v6e",
+    ),
+}
+#: Colab's free TPU: a single-chip TPU v5e.
+DEFAULT_TPU_TARGET = "tpu-v5e"
+
+
+def target(name: str | None = None) -> Target:
+    """The `Target` called ``name`` (``"cpu"``, ``"tpu"`` for `DEFAULT_TPU_TARGET`, ``"tpu-v5e"``, ...);
+    None: the CPU. ValueError naming the known targets for another name."""
+    key = (name or "cpu").lower()
+    key = DEFAULT_TPU_TARGET if key == "tpu" else key
+    if key not in TARGETS:
+        raise ValueError(
+            f"unknown target {name!r}; expected one of {sorted(TARGETS)} (or 'tpu' for {DEFAULT_TPU_TARGET})"
+        )
+    return TARGETS[key]

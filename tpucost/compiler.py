@@ -1,0 +1,225 @@
+"""Compile a program for a target: this machine's CPU, or a TPU chip without a TPU.
+
+The TPU compiler ships in libtpu (the ``tpu`` extra: ``pip install "tpucost[tpu]"``, about 700 MB)
+and runs on any Linux x86 machine: JAX describes a TPU slice that is not there
+(`jax.experimental.topologies`), the program's arguments become abstract arrays placed on that
+slice (`jax.ShapeDtypeStruct` with a sharding), and ``jax.jit(fn).lower(...).compile()`` returns the
+module the TPU would run. Nothing executes; the module is the real one: TPU layouts
+(``{1,0:T(8,128)(2,1)}``), memory spaces (``S(1)``: VMEM), asynchronous ``copy-start``/``copy-done``
+pairs, dots as ``convolution`` fusions, and on each top-level instruction the compiler's own
+estimate of its cost in cycles (`estimated_cycles`).
+
+* `compile_for_target(fn, args, target)` compiles and returns a `TargetProgram`: the optimized HLO
+  text, its parsed module, `cost_analysis` (flops, bytes accessed, ``optimal_seconds``) and the
+  versions of the compiler (`compiler_versions`);
+* `kernel_rows(program)` lists its kernels (`tpucost.kernels.decompose`) with the compiler's
+  estimate of each, in cycles and, where the target's clock is known (`tpucost.backends.Target`),
+  in ns. An estimate is a model's output, never a measurement.
+
+Where the machine is a TPU of the target's kind, the real device is used instead of a described
+one (same compiler). A missing libtpu raises `TpuCompilerMissing`, whose message says which extra to
+install. Colab's TPU image (jax 0.7.2) ships libtpu 0.0.21.1, whose deviceless compile crashes the
+process (a segmentation fault in ``GetDefaultLayout``, checked); the ``tpu`` extra under Colab's
+jax installs libtpu 0.0.23, the version ``jax[tpu]==0.7.2`` asks for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.metadata
+import importlib.util
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jaxlib
+import numpy as np
+
+from tpucost import backends, hlo, kernels
+from tpucost.measure import compile_fn
+from tpucost.tpu_host import quiet_libtpu_startup
+
+__all__ = [
+    "INSTALL_HINT",
+    "TpuCompilerMissing",
+    "TargetProgram",
+    "tpu_compiler_available",
+    "compiler_versions",
+    "target_device",
+    "abstract_arguments",
+    "compile_for_target",
+    "estimated_cycles",
+    "kernel_rows",
+]
+
+#: What to run to get the TPU compiler.
+INSTALL_HINT = 'pip install "tpucost[tpu]" (libtpu, about 700 MB)'
+
+
+class TpuCompilerMissing(RuntimeError):
+    """The TPU compiler (libtpu) is not installed; the message says how to install it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetProgram:
+    """A program compiled for a target.
+
+    Attributes:
+      target: the `tpucost.backends.Target` it was compiled for.
+      text: the optimized HLO module as text (``compiled.as_text()``).
+      module: ``text`` parsed by `tpucost.hlo.parse_module`.
+      cost_analysis: the compiler's whole-program figures: ``flops``, ``transcendentals``,
+        ``bytes_accessed`` and (TPU) ``optimal_seconds``, each a float or None.
+      compiler: ``{"jax", "jaxlib", "libtpu"}`` versions (libtpu None on the CPU target).
+    """
+
+    target: backends.Target
+    text: str
+    module: hlo.Module
+    cost_analysis: dict[str, float | None]
+    compiler: dict[str, str | None]
+
+
+def tpu_compiler_available() -> bool:
+    """Whether libtpu (the TPU compiler) is installed."""
+    return importlib.util.find_spec("libtpu") is not None
+
+
+def compiler_versions(target: backends.Target | str = "cpu") -> dict[str, str | None]:
+    """``{"jax", "jaxlib", "libtpu"}``: the versions that compile for ``target`` (libtpu None for
+    the CPU target, or when it is not installed)."""
+    libtpu = None
+    if backends.target(target).is_tpu if isinstance(target, str) else target.is_tpu:
+        try:
+            libtpu = importlib.metadata.version("libtpu")
+        except importlib.metadata.PackageNotFoundError:
+            libtpu = None
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "libtpu": libtpu}
+
+
+def _require_tpu_compiler(target: backends.Target) -> None:
+    if not tpu_compiler_available():
+        raise TpuCompilerMissing(f"compiling for {target.name} needs the TPU compiler: {INSTALL_HINT}")
+
+
+@functools.cache
+def target_device(name: str) -> jax.Device:
+    """The device that programs for TPU target ``name`` are placed on: this machine's TPU when it
+    is one of that kind, else one chip of a described (deviceless) slice of ``target.topology``."""
+    target = backends.target(name)
+    if not target.is_tpu:
+        return jax.devices("cpu")[0]
+    _require_tpu_compiler(target)
+    quiet_libtpu_startup()  # done at import too; again in case the variables were removed since
+    if jax.default_backend() == "tpu" and jax.devices()[0].device_kind == target.device_kind:
+        return jax.devices()[0]
+    from jax.experimental import topologies  # only here: it needs libtpu for a TPU topology
+
+    topology = topologies.get_topology_desc(
+        topology_name=target.topology, platform="tpu", chips_per_host_bounds=(1, 1, 1), num_slices=1
+    )
+    return topology.devices[0]
+
+
+def abstract_arguments(args: Sequence[Any], target: backends.Target | str) -> tuple[Any, ...]:
+    """``args`` as abstract arrays (shape, dtype) placed on ``target``'s device; unchanged for the CPU.
+
+    Array leaves (anything with ``shape`` and ``dtype``) become `jax.ShapeDtypeStruct`; Python
+    scalars become weakly typed scalars, as `jax.jit` traces them.
+    """
+    target = backends.target(target) if isinstance(target, str) else target
+    if not target.is_tpu:
+        return tuple(args)
+    mesh = jax.sharding.Mesh(np.array([target_device(target.name)]), ("x",))
+    placed = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+    def abstract(leaf: Any) -> Any:
+        if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=placed)
+        if isinstance(leaf, bool | int | float | complex):
+            return jax.ShapeDtypeStruct((), jax.numpy.result_type(leaf), sharding=placed, weak_type=True)
+        return leaf
+
+    return tuple(jax.tree.map(abstract, tuple(args)))
+
+
+def _cost_figures(compiled: jax.stages.Compiled) -> dict[str, float | None]:
+    """The whole-program figures of ``compiled.cost_analysis()`` (a dict, or a list of one under
+    older jax), with tpucost's names."""
+    raw = compiled.cost_analysis()
+    if isinstance(raw, list | tuple):
+        raw = raw[0] if raw else {}
+    raw = raw or {}
+    names = {"flops": "flops", "transcendentals": "transcendentals", "bytes accessed": "bytes_accessed"}
+    out: dict[str, float | None] = {ours: raw.get(theirs) for theirs, ours in names.items()}
+    out["optimal_seconds"] = raw.get("optimal_seconds")
+    return {k: (float(v) if v is not None else None) for k, v in out.items()}
+
+
+def compile_for_target(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    target: backends.Target | str = "cpu",
+    compiler_options: Mapping[str, Any] | None = None,
+) -> TargetProgram:
+    """``fn(*args)`` compiled (never run) for ``target`` (a name of `tpucost.backends.TARGETS`).
+
+    The CPU target compiles as everything else in tpucost does (`tpucost.measure.compile_fn`); a
+    TPU target with libtpu on abstract arguments (`abstract_arguments`). Raises
+    `TpuCompilerMissing` when a TPU target is asked for without libtpu, and jax's own error when
+    the compiler rejects the program (e.g. a Pallas kernel whose blocks do not fit VMEM).
+    """
+    target = backends.target(target) if isinstance(target, str) else target
+    if target.is_tpu:
+        placed = abstract_arguments(args, target)
+        options = dict(compiler_options or {}) or None
+        compiled = jax.jit(fn).lower(*placed).compile(compiler_options=options)
+    else:
+        compiled = compile_fn(fn, args, compiler_options)
+    text = compiled.as_text()
+    return TargetProgram(
+        target=target,
+        text=text,
+        module=hlo.parse_module(text, source=f"<{target.name}>"),
+        cost_analysis=_cost_figures(compiled),
+        compiler=compiler_versions(target),
+    )
+
+
+def estimated_cycles(kernel: kernels.Kernel) -> int | None:
+    """The TPU compiler's estimate of one run of ``kernel``, in cycles of a TensorCore
+    (``"estimated_cycles"`` in the instruction's ``backend_config``), or None where it gave none."""
+    config = kernel.backend_config
+    if not isinstance(config, dict):
+        return None
+    for holder in (config, config.get("window_config")):
+        if isinstance(holder, dict) and holder.get("estimated_cycles") is not None:
+            try:
+                return int(holder["estimated_cycles"])
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def kernel_rows(program: TargetProgram) -> list[dict[str, Any]]:
+    """One row per kernel of ``program`` (`tpucost.kernels.decompose` order): ``name`` (the
+    instruction's name in the module), ``kind``, ``opcode``, ``computation``, ``calls_per_run``,
+    ``xla_estimated_cycles`` and ``xla_estimated_ns`` (the compiler's estimate; None where it gave
+    none, and ns None where the target's clock is unknown)."""
+    clock = program.target.clock_hz
+    rows = []
+    for kernel in kernels.decompose(program.module):
+        cycles = estimated_cycles(kernel)
+        rows.append(
+            {
+                "name": kernel.name,
+                "kind": kernel.kind,
+                "opcode": kernel.opcode,
+                "computation": kernel.computation,
+                "calls_per_run": kernel.calls_per_run,
+                "xla_estimated_cycles": cycles,
+                "xla_estimated_ns": (cycles / clock * 1e9) if cycles is not None and clock else None,
+            }
+        )
+    return rows

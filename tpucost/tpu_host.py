@@ -1,0 +1,33 @@
+"""Whether this machine has a TPU chip, asked without starting JAX; libtpu's start-up kept quiet elsewhere.
+
+With libtpu installed (the ``tpu`` extra) on a machine without a TPU, every process that starts JAX
+prints libtpu's complaints that it found no TPU VM metadata (``could not determine TPU accelerator
+type``, ``unexpected worker hostname``) before falling back to the CPU. Setting the two variables it
+reads, ``TPU_ACCELERATOR_TYPE`` and ``TPU_WORKER_HOSTNAMES``, keeps it quiet and changes nothing
+else there (checked with libtpu 0.0.23 and 0.0.42.1). `quiet_libtpu_startup` sets them, only where
+`tpu_chip_here` is False and only when they are unset: on a TPU VM libtpu reads the real values.
+``import tpucost`` calls it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["tpu_chip_here", "quiet_libtpu_startup"]
+
+#: What libtpu is told on a machine without a TPU: one v5e chip, this host.
+QUIET_LIBTPU_ENV = {"TPU_ACCELERATOR_TYPE": "v5litepod-1", "TPU_WORKER_HOSTNAMES": "localhost"}
+
+
+def tpu_chip_here(dev: Path = Path("/dev")) -> bool:
+    """Whether this machine has a TPU chip: the device files of a TPU VM (``/dev/accel<n>`` on
+    v2-v4, ``/dev/vfio/<n>`` on v5e and later)."""
+    return any(dev.glob("accel[0-9]*")) or any(p.name.isdigit() for p in dev.glob("vfio/*"))
+
+
+def quiet_libtpu_startup() -> None:
+    """Set `QUIET_LIBTPU_ENV`'s variables that are unset, unless this machine has a TPU chip."""
+    if not tpu_chip_here():
+        for key, value in QUIET_LIBTPU_ENV.items():
+            os.environ.setdefault(key, value)
