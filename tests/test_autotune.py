@@ -313,7 +313,13 @@ def test_cli_json_on_a_tiny_program_with_a_fresh_process_remeasurement(tmp_path)
         and noise["runtime_ns"][0] == report["default_ns"]
     )
     fresh = report["fresh_process"]
-    assert fresh["pid"] != fresh["parent_pid"] and fresh["configs"] >= 1  # re-measured in another process
+    assert fresh["configs"] >= 1 and report["backend"] == fresh["backend"] == noise["backend"]
+    if report["backend"] == "cpu":  # re-measured in other processes (each told JAX_PLATFORMS=cpu)
+        assert (
+            fresh["pid"] != fresh["parent_pid"] and fresh["separate_process"] and noise["separate_processes"]
+        )
+    else:  # one process holds a TPU or GPU: re-measured in the experiment's own (tests/test_one_process.py)
+        assert fresh["pid"] == fresh["parent_pid"] and not fresh["separate_process"]
 
 
 def test_cli_bad_program_is_one_line_and_exit_2(tmp_path, capsys):
@@ -476,6 +482,9 @@ def test_measurement_noise_and_compare_predicted_and_measured(tmp_path, monkeypa
     spec = f"{tmp_path}/tiny.py:tiny"
     noise = autotune.measurement_noise(spec, processes=2, rounds=2)
     assert len(noise["runtime_ns"]) == 2 and noise["spread"] >= 0 and noise["config"]["act"] == "tanh"
+    assert noise["backend"] == jax.default_backend() and noise["separate_processes"] == (
+        noise["backend"] == "cpu"
+    )
     with pytest.raises(ValueError, match="processes"):
         autotune.measurement_noise(spec, processes=1)
     from tpucost.costmodel import CostModel

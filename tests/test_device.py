@@ -67,7 +67,7 @@ def test_label_core_comes_from_the_environment_and_a_bad_one_is_named(monkeypatc
     allowed = sorted(os.sched_getaffinity(0))
     env = {**os.environ, "TPUCOST_LABEL_CORE": str(allowed[-1])}
     out = subprocess.run(
-        [sys.executable, "-c", "from tpucost import device; print(device.pin_to_one_core())"],
+        [sys.executable, "-c", "from tpucost import device; print(int(device.pin_to_one_core()))"],
         capture_output=True,
         text=True,
         env=env,

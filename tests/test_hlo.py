@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 
 import jax
 import jax.numpy as jnp
@@ -344,94 +343,13 @@ needs_xla = pytest.mark.skipif(
 )
 
 
-def _summary(module: hlo.Module) -> dict:
-    return {
-        c.name: {i.name: [i.opcode, i.operands] for i in c.instructions} for c in module.computations.values()
-    }
-
-
-def _calls(module: hlo.Module, skip: set[tuple[str, str]]) -> dict:
-    """{computation: {instruction: sorted called computations}} for instructions that call some."""
-    out: dict = {}
-    for c in module.computations.values():
-        for i in c.instructions:
-            if i.called_computations and (c.name, i.name) not in skip:
-                out.setdefault(c.name, {})[i.name] = sorted(i.called_computations)
-    return out
-
-
-def _difference(ours: hlo.Module, ref: dict) -> str | None:
-    """The first difference between our module and XLA's (names, opcodes, operands, called
-    computations), or None. XLA prints async-start/update/done with the wrapped op in place, so
-    their called computations are not read from XLA and not compared."""
-    theirs, mine = ref["computations"], _summary(ours)
-    if mine.keys() != theirs.keys():
-        return f"computations: ours {sorted(mine)} vs XLA {sorted(theirs)}"
-    for comp, insts in theirs.items():
-        if mine[comp] != insts:
-            if list(mine[comp]) != list(insts):
-                return f"{comp}: instructions ours {list(mine[comp])[:8]}... vs XLA {list(insts)[:8]}..."
-            name = next(n for n in insts if mine[comp][n] != insts[n])
-            return f"{comp}/{name}: ours {mine[comp][name]} vs XLA {insts[name]}"
-    asyncs = {
-        (c, i) for c, insts in theirs.items() for i, (op, _) in insts.items() if op.startswith("async-")
-    }
-    ref_calls = {
-        c: {i: sorted(v) for i, v in d.items() if (c, i) not in asyncs} for c, d in ref["calls"].items()
-    }
-    ref_calls = {c: d for c, d in ref_calls.items() if d}
-    my_calls = _calls(ours, asyncs)
-    if my_calls != ref_calls:
-        for comp in sorted(set(my_calls) | set(ref_calls)):
-            a, b = my_calls.get(comp, {}), ref_calls.get(comp, {})
-            for name in sorted(set(a) | set(b)):
-                if a.get(name) != b.get(name):
-                    return f"{comp}/{name} calls: ours {a.get(name)} vs XLA {b.get(name)}"
-    return None
-
-
-def _cross_check(modules: list[tuple[str, str]]) -> tuple[list[str], list[str], list[str]]:
-    """Parse (label, text) modules with XLA's parser and ours; (compared, rejected by XLA, differing).
-
-    XLA parses in a child process while we parse here (two cores at work)."""
-    reference: list[dict] = []
-    worker = threading.Thread(
-        target=lambda: reference.extend(xla_reference.xla_parse([t for _, t in modules]))
-    )
-    worker.start()
-    ours: list[hlo.Module | Exception] = []
-    for label, text in modules:
-        try:
-            ours.append(hlo.parse_module(text, source=label))
-        except hlo.HloParseError as err:
-            ours.append(err)
-    worker.join()
-    assert len(reference) == len(modules), "XLA's parser did not answer for every module"
-    compared, rejected, differing = [], [], []
-    for (label, _), mine, ref in zip(modules, ours, reference, strict=True):
-        if "error" in ref:
-            rejected.append(label)
-            continue
-        compared.append(label)
-        diff = str(mine) if isinstance(mine, Exception) else _difference(mine, ref)
-        if diff:
-            differing.append(f"{label}: {diff}")
-    return compared, rejected, differing
-
-
-def _assert_agrees(texts: list[str], labels: list[str]) -> int:
-    compared, _, differing = _cross_check(list(zip(labels, texts, strict=True)))
-    assert not differing, "differs from XLA's parser:\n" + "\n".join(differing[:10])
-    return len(compared)
-
-
 @pytest.mark.slow
 @needs_xla
 def test_agrees_with_xla_on_generated_and_corpus_modules(generated_hlo):
     """Every generated module, and every corpus module XLA accepts, parses as XLA parses it."""
     generated = [(r["label"], r["text"]) for r in generated_hlo]
     from_corpus = corpus_modules()
-    compared, rejected, differing = _cross_check(generated + from_corpus)
+    compared, rejected, differing = xla_reference.cross_check(generated + from_corpus)
     labels = {label for label, _ in generated}
     n_generated = sum(1 for label in compared if label in labels)
     XLA_CROSS_CHECK.update(generated=n_generated, corpus=len(compared) - n_generated)
@@ -450,7 +368,7 @@ def test_agrees_with_xla_on_generated_and_corpus_modules(generated_hlo):
 )
 def test_agrees_with_xla_on_spaced_layouts_and_inline_bodies(name):
     text = globals()[name]
-    compared, rejected, differing = _cross_check([(name, text)])
+    compared, rejected, differing = xla_reference.cross_check([(name, text)])
     assert compared == [name] and not differing, differing or rejected
 
 
@@ -581,7 +499,7 @@ def test_agrees_with_xla_on_compiled_programs():
         jax.jit(jax.grad(lambda x: model(x).sum())).lower(x).compile().as_text(),
         jax.jit(lambda x: jnp.sort(x.reshape(-1))[:5]).lower(x).compile().as_text(),
     ]
-    assert _assert_agrees(texts, ["fwd", "grad", "sort"]) == 3
+    assert xla_reference.assert_agrees(texts, ["fwd", "grad", "sort"]) == 3
 
 
 # --- fuzzing: only HloParseError escapes, and nothing hangs -----------------------------------

@@ -11,6 +11,9 @@ import json
 import re
 import subprocess
 import sys
+import threading
+
+from tpucost import hlo
 
 _SPECIAL_SPELLINGS = {
     "kCos": "cosine", "kSin": "sine", "kExp": "exponential", "kExpm1": "exponential-minus-one",
@@ -94,3 +97,85 @@ def xla_parse(texts: list[str], timeout: float = 300) -> list[dict]:
 def opcode_spelling(enum_name: str) -> str:
     """kGetTupleElement -> get-tuple-element (XLA's text spelling)."""
     return _SPECIAL_SPELLINGS.get(enum_name) or re.sub(r"(?<!^)([A-Z])", r"-\1", enum_name[1:]).lower()
+
+
+# --- our parser against XLA's ------------------------------------------------------------------
+
+
+def _summary(module: hlo.Module) -> dict:
+    return {
+        c.name: {i.name: [i.opcode, i.operands] for i in c.instructions} for c in module.computations.values()
+    }
+
+
+def _calls(module: hlo.Module, skip: set[tuple[str, str]]) -> dict:
+    """{computation: {instruction: sorted called computations}} for instructions that call some."""
+    out: dict = {}
+    for c in module.computations.values():
+        for i in c.instructions:
+            if i.called_computations and (c.name, i.name) not in skip:
+                out.setdefault(c.name, {})[i.name] = sorted(i.called_computations)
+    return out
+
+
+def _difference(ours: hlo.Module, ref: dict) -> str | None:
+    """The first difference between our module and XLA's (names, opcodes, operands, called
+    computations), or None. XLA prints async-start/update/done with the wrapped op in place, so
+    their called computations are not read from XLA and not compared."""
+    theirs, mine = ref["computations"], _summary(ours)
+    if mine.keys() != theirs.keys():
+        return f"computations: ours {sorted(mine)} vs XLA {sorted(theirs)}"
+    for comp, insts in theirs.items():
+        if mine[comp] != insts:
+            if list(mine[comp]) != list(insts):
+                return f"{comp}: instructions ours {list(mine[comp])[:8]}... vs XLA {list(insts)[:8]}..."
+            name = next(n for n in insts if mine[comp][n] != insts[n])
+            return f"{comp}/{name}: ours {mine[comp][name]} vs XLA {insts[name]}"
+    asyncs = {
+        (c, i) for c, insts in theirs.items() for i, (op, _) in insts.items() if op.startswith("async-")
+    }
+    ref_calls = {
+        c: {i: sorted(v) for i, v in d.items() if (c, i) not in asyncs} for c, d in ref["calls"].items()
+    }
+    ref_calls = {c: d for c, d in ref_calls.items() if d}
+    my_calls = _calls(ours, asyncs)
+    if my_calls != ref_calls:
+        for comp in sorted(set(my_calls) | set(ref_calls)):
+            a, b = my_calls.get(comp, {}), ref_calls.get(comp, {})
+            for name in sorted(set(a) | set(b)):
+                if a.get(name) != b.get(name):
+                    return f"{comp}/{name} calls: ours {a.get(name)} vs XLA {b.get(name)}"
+    return None
+
+
+def cross_check(modules: list[tuple[str, str]]) -> tuple[list[str], list[str], list[str]]:
+    """Parse (label, text) modules with XLA's parser and ours; (compared, rejected by XLA, differing).
+
+    XLA parses in a child process while we parse here (two cores at work)."""
+    reference: list[dict] = []
+    worker = threading.Thread(target=lambda: reference.extend(xla_parse([t for _, t in modules])))
+    worker.start()
+    ours: list[hlo.Module | Exception] = []
+    for label, text in modules:
+        try:
+            ours.append(hlo.parse_module(text, source=label))
+        except hlo.HloParseError as err:
+            ours.append(err)
+    worker.join()
+    assert len(reference) == len(modules), "XLA's parser did not answer for every module"
+    compared, rejected, differing = [], [], []
+    for (label, _), mine, ref in zip(modules, ours, reference, strict=True):
+        if "error" in ref:
+            rejected.append(label)
+            continue
+        compared.append(label)
+        diff = str(mine) if isinstance(mine, Exception) else _difference(mine, ref)
+        if diff:
+            differing.append(f"{label}: {diff}")
+    return compared, rejected, differing
+
+
+def assert_agrees(texts: list[str], labels: list[str]) -> int:
+    compared, _, differing = cross_check(list(zip(labels, texts, strict=True)))
+    assert not differing, "differs from XLA's parser:\n" + "\n".join(differing[:10])
+    return len(compared)

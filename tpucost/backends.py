@@ -134,7 +134,11 @@ BACKENDS: dict[str, Backend] = {
         pallas_interpret=False,
         tile_lowering="pallas",
         tile_size_scale=4,
-        compile_configurations=(),
+        compile_configurations=(
+            "tpu_no_conv_input_fusion",
+            "tpu_no_conv_output_fusion",
+            "tpu_no_multi_output_fusion",
+        ),
         scoring_compile_options=(),
         child_process_env=(),
         tested=False,

@@ -12,9 +12,8 @@ estimate of its cost in cycles (`estimated_cycles`).
 * `compile_for_target(fn, args, target)` compiles and returns a `TargetProgram`: the optimized HLO
   text, its parsed module, `cost_analysis` (flops, bytes accessed, ``optimal_seconds``) and the
   versions of the compiler (`compiler_versions`);
-* `kernel_rows(program)` lists its kernels (`tpucost.kernels.decompose`) with the compiler's
-  estimate of each, in cycles and, where the target's clock is known (`tpucost.backends.Target`),
-  in ns. An estimate is a model's output, never a measurement.
+* `tpucost.xla_estimates` reads the compiler's estimate of each kernel from the module. An estimate
+  is a model's output, never a measurement.
 
 Where the machine is a TPU of the target's kind, the real device is used instead of a described
 one (same compiler). A missing libtpu raises `TpuCompilerMissing`, whose message says which extra to
@@ -36,7 +35,7 @@ import jax
 import jaxlib
 import numpy as np
 
-from tpucost import backends, hlo, kernels
+from tpucost import backends, compat, hlo
 from tpucost.measure import compile_fn
 from tpucost.tpu_host import quiet_libtpu_startup
 
@@ -49,8 +48,7 @@ __all__ = [
     "target_device",
     "abstract_arguments",
     "compile_for_target",
-    "estimated_cycles",
-    "kernel_rows",
+    "unsupported_compile_options",
 ]
 
 #: What to run to get the TPU compiler.
@@ -187,39 +185,24 @@ def compile_for_target(
     )
 
 
-def estimated_cycles(kernel: kernels.Kernel) -> int | None:
-    """The TPU compiler's estimate of one run of ``kernel``, in cycles of a TensorCore
-    (``"estimated_cycles"`` in the instruction's ``backend_config``), or None where it gave none."""
-    config = kernel.backend_config
-    if not isinstance(config, dict):
-        return None
-    for holder in (config, config.get("window_config")):
-        if isinstance(holder, dict) and holder.get("estimated_cycles") is not None:
-            try:
-                return int(holder["estimated_cycles"])
-            except (TypeError, ValueError):
-                return None
-    return None
+@functools.cache
+def _option_accepted(target_name: str, name: str, value: str) -> bool:
+    """Whether the compiler of TPU target ``target_name`` accepts option ``name`` (one-op compile)."""
+    scalar = jax.ShapeDtypeStruct((8, 128), jax.numpy.float32)
+    try:
+        compile_for_target(lambda x: x + 1, (scalar,), target_name, {name: value})
+    except Exception as err:  # the compiler's own error type differs between jaxlib versions
+        if "No such compile option" in str(err):
+            return False
+        raise
+    return True
 
 
-def kernel_rows(program: TargetProgram) -> list[dict[str, Any]]:
-    """One row per kernel of ``program`` (`tpucost.kernels.decompose` order): ``name`` (the
-    instruction's name in the module), ``kind``, ``opcode``, ``computation``, ``calls_per_run``,
-    ``xla_estimated_cycles`` and ``xla_estimated_ns`` (the compiler's estimate; None where it gave
-    none, and ns None where the target's clock is unknown)."""
-    clock = program.target.clock_hz
-    rows = []
-    for kernel in kernels.decompose(program.module):
-        cycles = estimated_cycles(kernel)
-        rows.append(
-            {
-                "name": kernel.name,
-                "kind": kernel.kind,
-                "opcode": kernel.opcode,
-                "computation": kernel.computation,
-                "calls_per_run": kernel.calls_per_run,
-                "xla_estimated_cycles": cycles,
-                "xla_estimated_ns": (cycles / clock * 1e9) if cycles is not None and clock else None,
-            }
-        )
-    return rows
+def unsupported_compile_options(options: Mapping[str, Any], target: backends.Target | str) -> list[str]:
+    """The names in ``options`` that ``target``'s compiler rejects ("No such compile option"): asked
+    of libtpu for a TPU target (one small compile per option, remembered), of the installed jaxlib
+    (`tpucost.compat`) for the CPU."""
+    target = backends.target(target) if isinstance(target, str) else target
+    if not target.is_tpu:
+        return compat.unsupported_compile_options(options)
+    return [name for name, value in options.items() if not _option_accepted(target.name, name, str(value))]

@@ -17,8 +17,31 @@ reports, so measured runtimes can be joined to kernels.
 
 Instructions that do no work of their own are not kernels (``parameter``, ``constant``,
 ``tuple``, ``get-tuple-element``, ``bitcast``, ``after-all``, the ``*-done`` halves of async
-pairs, ...). Control flow (``while``, ``conditional``, ``call``) is not a kernel either: the
-kernels are the ones inside the bodies it runs, found recursively.
+pairs, custom calls that only reserve memory (`NOT_KERNEL_CUSTOM_CALLS`), ...). Control flow
+(``while``, ``conditional``, ``call``) is not a kernel either: the kernels are the ones inside the
+bodies it runs, found recursively.
+
+Kernels of a TPU module
+-----------------------
+The TPU compiler (`tpucost.compiler`) writes the same instructions with more in them, and the same
+rules cut them into kernels:
+
+* every ``fusion`` of the entry computation and of the loop bodies it runs is a kernel (dots and
+  convolutions run on the matrix units inside ``kOutput`` fusions, as ``convolution`` ops);
+* an asynchronous copy is one kernel, named after its ``copy-start`` (`Kernel.is_async_copy`): a
+  DMA between memory spaces (HBM and ``S(1)``, the on-chip VMEM) that runs *while* other kernels
+  compute; its ``copy-done`` only waits for it and is not a kernel. Its time is not on the
+  program's critical path unless nothing hides it, so sums of kernel times leave it out;
+* a ``custom-call`` is a kernel when it computes: ``online-softmax``, a Pallas kernel compiled by
+  Mosaic (``tpu_custom_call``), ... (`Kernel.custom_call_target` names it); ``AllocateBuffer``
+  only reserves a buffer in VMEM and is not one;
+* lone ``copy``, ``convert``, ``dynamic-update-slice`` and the scalar ops of a loop's counter
+  (on the scalar unit, memory space ``S(2)``/``S(6)``) are kernels, as on the CPU.
+
+The layouts carry the TPU's tiling (``{1,0:T(8,128)(2,1)}``: (8, 128) tiles of 32-bit words, bf16
+packed in pairs) and memory space; `tpucost.features` reads the first tile into its ``layout_tile``
+columns. The memory space is not a feature column (adding one changes the feature layout and
+retires the bundled models); `tpucost.compiler` keeps the compiler's own per-kernel estimate.
 """
 
 from __future__ import annotations
@@ -28,7 +51,14 @@ from dataclasses import dataclass, field
 
 from tpucost.hlo import Computation, Instruction, Module
 
-__all__ = ["NOT_KERNELS", "CONTROL_FLOW", "Kernel", "decompose", "kernel_of_instruction"]
+__all__ = [
+    "NOT_KERNELS",
+    "NOT_KERNEL_CUSTOM_CALLS",
+    "CONTROL_FLOW",
+    "Kernel",
+    "decompose",
+    "kernel_of_instruction",
+]
 
 #: Opcodes that never run as a kernel: they only name, group or alias values.
 NOT_KERNELS = frozenset(
@@ -36,6 +66,8 @@ NOT_KERNELS = frozenset(
     partition-id replica-id domain get-dimension-size async-update async-done all-reduce-done
     all-gather-done collective-permute-done copy-done send-done recv-done""".split()
 )
+#: ``custom_call_target``s that do no work a kernel is timed for: the TPU compiler's buffer reservation.
+NOT_KERNEL_CUSTOM_CALLS = frozenset({"AllocateBuffer"})
 #: Opcodes whose called computations hold further kernels.
 CONTROL_FLOW = frozenset({"while", "conditional", "call"})
 
@@ -68,6 +100,19 @@ class Kernel:
     instruction: Instruction
     calls_per_run: int = 1
     backend_config: object = field(default=None, repr=False)
+
+    @property
+    def is_async_copy(self) -> bool:
+        """Whether the kernel is an asynchronous copy (a ``copy-start``: a DMA that overlaps compute)."""
+        return self.opcode == "copy-start"
+
+    @property
+    def custom_call_target(self) -> str | None:
+        """The ``custom_call_target`` of a ``custom-call`` kernel (``online-softmax``, ...), else None."""
+        if self.opcode != "custom-call":
+            return None
+        target = self.instruction.attributes.get("custom_call_target")
+        return str(target) if target is not None else None
 
     @property
     def num_nodes(self) -> int:
@@ -110,10 +155,16 @@ def _walk(module: Module, comp: Computation, calls_per_run: int, seen: set[str])
             for callee in inst.called_computations:
                 if callee in module.computations:
                     yield from _walk(module, module.computations[callee], calls_per_run * trips, seen)
-        elif inst.opcode not in NOT_KERNELS:
+        elif inst.opcode not in NOT_KERNELS and not _reserves_memory(inst):
             kernel = kernel_of_instruction(module, comp, inst, by_name)
             kernel.calls_per_run = calls_per_run
             yield kernel
+
+
+def _reserves_memory(inst: Instruction) -> bool:
+    return (
+        inst.opcode == "custom-call" and inst.attributes.get("custom_call_target") in NOT_KERNEL_CUSTOM_CALLS
+    )
 
 
 def _trip_count(inst: Instruction) -> int:

@@ -64,8 +64,9 @@ may overlap independent kernels, and the rule above then gives each of two overl
 kernels the other's time as well. ``measure_kernels`` warns once when it measures on
 several CPU cores; every `Measurement` carries the device fingerprint (``label_mode``).
 
-Only CPU is tested here; the GPU and TPU branches of :func:`_kernel_events` follow
-the documented trace structure (see the comments there).
+Only CPU has run here; the GPU and TPU branches of :func:`_kernel_events` follow
+what xprof, tokamax and tune-jax rely on in a trace (their docstrings; docs/measuring.md, "The
+TPU trace reader"), tested on synthetic traces of that structure (tests/test_trace_readers.py).
 """
 
 from __future__ import annotations
@@ -364,61 +365,147 @@ def _cpu_events(profile: Any, planes: str, module_name: str, program_ids: frozen
     return _Trace(events, run_end, seen)
 
 
-def _gpu_events(profile: Any, planes: str, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
-    """XLA:GPU, NOT tested here: written against XLA's xplane schema.
+def _device_planes(profile: Any, prefix: str) -> Iterable[Any]:
+    """The planes named ``prefix`` + a device ordinal (``/device:TPU:0``, ``/device:GPU:1``), nothing after it.
 
-    Device kernels sit on ``/device:GPU:<n>`` planes (one line per stream) with stats
-    ``hlo_module``, ``hlo_op`` and ``program_id`` (as the public tune-jax parser reads them);
-    ``run_id`` groups runs where present, else the k-th event of each kernel is taken to belong
-    to run k. Event times are device times, so there is no async correction. One HLO op that
-    launches several device kernels counts them as several calls.
+    xprof selects TPU TensorCore planes by the anchored pattern ``/device:TPU:<digits>`` (tsl's
+    ``kTpuPlaneRegex``): a SparseCore plane (``/device:TPU:0 SparseCore 0``) shares the prefix and
+    is not one. tune-jax takes the first plane whose name contains the platform, older tokamax
+    every plane starting with ``/device:``; on a one-chip trace all of them read ``/device:TPU:0``.
+    """
+    for plane in profile.planes:
+        if plane.name.startswith(prefix) and plane.name[len(prefix) :].isdigit():
+            yield plane
+
+
+# An HLO instruction printed as text, ``%fusion.3 = f32[8]{0} fusion(...)``: the name before " = ".
+_HLO_TEXT_RE = re.compile(r"^%?([^\s=%]+) = ")
+
+
+def _hlo_op_name(event_name: str, stats: Mapping[str, Any]) -> str:
+    """The HLO instruction an op event on a device plane stands for.
+
+    Three forms, all supported: an ``hlo_op`` stat (XLA:CPU and GPU kernels; on GPU the names of
+    nested ops joined by ``::``, the kernel's own last, as xprof's ``GpuEventStats`` splits them);
+    an event whose metadata name is the instruction's HLO text and whose display name the short
+    name (TPU ``XLA Ops``: xprof reads the display name, but ``jax.profiler.ProfileData`` returns
+    the metadata *name*, checked on jax 0.10.2 and 0.7.2); or the short name itself.
+    """
+    op = stats.get("hlo_op")
+    if isinstance(op, str) and op:
+        return op.rsplit("::", 1)[-1]
+    m = _HLO_TEXT_RE.match(event_name)
+    return m.group(1) if m else event_name
+
+
+def _device_span_ns(event: Any, stats: Mapping[str, Any]) -> tuple[float, float]:
+    """(start, end) in ns of a device event. Its duration is the ``device_duration_ps`` stat where
+    the event has one (TPU ``XLA Ops`` events do; xprof's ``GetDeviceEventTimespan`` prefers it),
+    else the event's own; the start stays the event's, on the clock of the ``XLA Modules`` events
+    it is matched against (``device_offset_ps`` counts on the device's clock)."""
+    start = float(event.start_ns)
+    duration = stats.get("device_duration_ps")
+    if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+        return start, start + float(duration) / 1000.0
+    return start, start + float(event.duration_ns)
+
+
+def _gpu_events(profile: Any, planes: str, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
+    """XLA:GPU, NOT run here: written against xprof's and tune-jax's readers (docs/measuring.md).
+
+    Kernel events sit on ``/device:GPU:<n>`` planes (one line per stream) with the stats
+    ``hlo_module``, ``hlo_op`` and ``program_id`` (xprof's ``GpuEventStats``; tune-jax keys them
+    by ``hlo_module`` and ``program_id``). ``run_id`` groups runs where present, else the k-th
+    event of each kernel is taken to belong to run k. Event times are device times, so there is no
+    async correction. One HLO op that launches several device kernels counts them as several calls.
+    The readers differ on memory copies: xprof's XLA Ops line keeps only kernel events (those with
+    ``kernel_details``), tune-jax every event of the plane; an event with the ``hlo_op`` of this
+    module counts here either way (its device time belongs to that op).
     """
     events, seen, count = [], set(), defaultdict(int)
-    for plane, ev, st in _plane_events(profile, planes):
-        if "hlo_module" not in st:
-            continue
-        seen.add(st["hlo_module"])
-        if st["hlo_module"] != module_name or (
-            program_ids is not None and st.get("program_id") not in program_ids
-        ):
-            continue
-        name = st.get("hlo_op", ev.name)
-        run = st.get("run_id")
-        if run is None:
-            run, count[name] = count[name], count[name] + 1
-        events.append(_Event(name, (plane.name, run), ev.start_ns, ev.start_ns + ev.duration_ns))
+    for plane in _device_planes(profile, planes):
+        for line in plane.lines:
+            for ev in line.events:
+                st = _stats(ev)
+                if "hlo_module" not in st:
+                    continue
+                seen.add(st["hlo_module"])
+                if st["hlo_module"] != module_name or (
+                    program_ids is not None and st.get("program_id") not in program_ids
+                ):
+                    continue
+                name = _hlo_op_name(ev.name, st)
+                run = st.get("run_id")
+                if run is None:
+                    run, count[name] = count[name], count[name] + 1
+                start, end = _device_span_ns(ev, st)
+                events.append(_Event(name, (st.get("program_id"), plane.name, run), start, end))
     return _Trace(events, {}, seen)
 
 
+# TPU lines (tsl's xplane_schema: kXlaModuleLineName, kXlaOpLineName). Read by exact name, as
+# xprof's op-metrics converter does (IsOpLineName): "Async XLA Ops" (the transfers of async
+# copies), "Steps", "XLA TraceMe", "Overlay" and the SparseCore lines are not read. (xprof's
+# Python CLI matches "XLA OPS" as a substring, which would take "Async XLA Ops" too.)
+_XLA_MODULES_LINE = "XLA Modules"
+_XLA_OPS_LINE = "XLA Ops"
+# An XLA Modules event's name, "<module>(<program id>)" (xprof's HloModuleNameWithProgramId form).
 _TPU_MODULE_RE = re.compile(r"^(.*)\((\d+)\)$")
 
 
-def _tpu_events(profile: Any, planes: str, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
-    """TPU, NOT tested here: written against XLA's xplane schema.
+def _tpu_module(event: Any, stats: Mapping[str, Any]) -> tuple[str, int | None]:
+    """(module name, program id or None) of an ``XLA Modules`` event: from its ``hlo_module`` /
+    ``program_id`` stats where it has them, else from its name ``<module>(<program id>)``."""
+    m = _TPU_MODULE_RE.match(event.name)
+    name, pid = (m.group(1), int(m.group(2))) if m else (event.name, None)
+    return stats.get("hlo_module", name), stats.get("program_id", pid)
 
-    On ``/device:TPU:<n>`` planes, line ``XLA Modules`` holds one event per program run named
-    ``<module>(<program_id>)``; line ``XLA Ops`` holds one event per kernel, named by the HLO
-    instruction, inside its module event's time span.
+
+def _tpu_events(profile: Any, planes: str, module_name: str, program_ids: frozenset[int] | None) -> _Trace:
+    """TPU, NOT run here: written against xprof's, tokamax's and tune-jax's readers, tested on
+    synthetic traces of that structure (tests/test_trace_readers.py; docs/measuring.md lists the
+    sources and what a first TPU run must check).
+
+    On each TensorCore plane ``/device:TPU:<n>``:
+
+    * line ``XLA Modules`` holds one event per program run, named ``<module>(<program id>)``, with
+      a ``run_id`` stat (xprof's trace processor numbers the runs in order where it is missing);
+    * line ``XLA Ops`` holds one event per op execution, inside its run's module event. The op's
+      module is the module event enclosing the op's start (xprof's SparseCore converter and trace
+      processor; xprof's TensorCore converter reads the op metadata's ``program_id`` stat, which
+      ``ProfileData`` does not expose), or the op event's own ``hlo_module`` / ``program_id``
+      stats where it carries them. Its name: `_hlo_op_name`; its duration: `_device_span_ns`.
+
+    A loop's op event encloses its body's op events (xprof subtracts children for a self time);
+    the label here is the enclosing event, as on CPU, and the body kernels are ``nested``.
     """
     events, seen = [], set()
-    for plane in profile.planes:
-        if not plane.name.startswith(planes):
-            continue
+    for plane in _device_planes(profile, planes):
         lines = {line.name: list(line.events) for line in plane.lines}
-        runs = []
-        for ev in lines.get("XLA Modules", []):
-            m = _TPU_MODULE_RE.match(ev.name)
-            name, pid = (m.group(1), int(m.group(2))) if m else (ev.name, None)
+        modules = []  # (start, end, name, program id, run id), in start order
+        for k, ev in enumerate(sorted(lines.get(_XLA_MODULES_LINE, []), key=lambda e: e.start_ns)):
+            st = _stats(ev)
+            name, pid = _tpu_module(ev, st)
             seen.add(name)
-            if name == module_name and (program_ids is None or pid in program_ids):
-                runs.append((ev.start_ns, ev.start_ns + ev.duration_ns))
-        for ev in lines.get("XLA Ops", []):
-            for start, end in runs:
-                if start <= ev.start_ns <= end:
-                    events.append(
-                        _Event(ev.name, (plane.name, start), ev.start_ns, ev.start_ns + ev.duration_ns)
-                    )
-                    break
+            span = (float(ev.start_ns), float(ev.start_ns + ev.duration_ns))
+            modules.append((*span, name, pid, st.get("run_id", ("order", k))))
+        starts = [m[0] for m in modules]
+        for ev in lines.get(_XLA_OPS_LINE, []):
+            st = _stats(ev)
+            i = bisect.bisect_right(starts, ev.start_ns) - 1
+            enclosing = modules[i] if i >= 0 and ev.start_ns <= modules[i][1] else None
+            if "hlo_module" in st:
+                seen.add(st["hlo_module"])
+                name, pid = st["hlo_module"], st.get("program_id")
+                run = st.get("run_id", enclosing[4] if enclosing else None)
+            elif enclosing is not None:
+                _, _, name, pid, run = enclosing
+            else:
+                continue  # outside every module run (another program's op, or trace edges)
+            if name != module_name or (program_ids is not None and pid not in program_ids):
+                continue
+            start, end = _device_span_ns(ev, st)
+            events.append(_Event(_hlo_op_name(ev.name, st), (pid, plane.name, run), start, end))
     return _Trace(events, {}, seen)
 
 

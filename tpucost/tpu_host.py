@@ -1,11 +1,18 @@
-"""Whether this machine has a TPU chip, asked without starting JAX; libtpu's start-up kept quiet elsewhere.
+"""Whether this machine has a TPU chip, asked without starting JAX; libtpu set up for machines without one.
 
-With libtpu installed (the ``tpu`` extra) on a machine without a TPU, every process that starts JAX
-prints libtpu's complaints that it found no TPU VM metadata (``could not determine TPU accelerator
-type``, ``unexpected worker hostname``) before falling back to the CPU. Setting the two variables it
-reads, ``TPU_ACCELERATOR_TYPE`` and ``TPU_WORKER_HOSTNAMES``, keeps it quiet and changes nothing
-else there (checked with libtpu 0.0.23 and 0.0.42.1). `quiet_libtpu_startup` sets them, only where
-`tpu_chip_here` is False and only when they are unset: on a TPU VM libtpu reads the real values.
+With libtpu installed (the ``tpu`` extra) on a machine without a TPU, two things get in the way of
+compiling for a TPU there (`tpucost.compiler`), both checked with libtpu 0.0.23 and 0.0.42.1:
+
+* every process that starts JAX prints libtpu's complaints that it found no TPU VM metadata
+  (``could not determine TPU accelerator type``, ``unexpected worker hostname``) before falling
+  back to the CPU. ``TPU_ACCELERATOR_TYPE`` and ``TPU_WORKER_HOSTNAMES`` keep it quiet;
+* libtpu lets one process at a time load it (``/tmp/libtpu_lockfile``: a second one fails with
+  ``ABORTED: Internal error when accessing libtpu multi-process lockfile``), which guards a real
+  chip. Without a chip there is nothing to guard, and two processes that compile (test workers, a
+  notebook beside a command) must not fail: ``ALLOW_MULTIPLE_LIBTPU_LOAD=1`` lifts it.
+
+`quiet_libtpu_startup` sets these variables, only where `tpu_chip_here` is False and only when they
+are unset: on a TPU VM libtpu reads the real values and one process holds the chip.
 ``import tpucost`` calls it.
 """
 
@@ -16,8 +23,12 @@ from pathlib import Path
 
 __all__ = ["tpu_chip_here", "quiet_libtpu_startup"]
 
-#: What libtpu is told on a machine without a TPU: one v5e chip, this host.
-QUIET_LIBTPU_ENV = {"TPU_ACCELERATOR_TYPE": "v5litepod-1", "TPU_WORKER_HOSTNAMES": "localhost"}
+#: What libtpu is told on a machine without a TPU: one v5e chip, this host, any number of processes.
+QUIET_LIBTPU_ENV = {
+    "TPU_ACCELERATOR_TYPE": "v5litepod-1",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+}
 
 
 def tpu_chip_here(dev: Path = Path("/dev")) -> bool:

@@ -29,6 +29,14 @@ program, with the pieces of this package:
   (`remeasure_in_fresh_process`): those figures are the ones reported; then the default alone in
   more fresh processes, the **noise floor** (``report["noise"]``).
 
+On a TPU or GPU one process holds the device (`tpucost.device`, "One process on an accelerator"):
+there the re-measurement and the noise floor run in this process, the wall-time arms score in this
+process (sequentially), and no second process is started; the report says so
+(``report["fresh_process"]["how"]``, ``report["noise"]["how"]``,
+``report["wall_time"]["scoring_why"]``). Every report records the backend that measured it
+(``report["backend"]``, and in its ``fresh_process`` and ``noise`` records); figures of different
+backends are never combined (`tpucost.device.BackendMismatch`).
+
 Two spaces (`load_tunable`):
 
 * ``"program"``: the program's own knobs (``NAME.space``, e.g. a `jax.checkpoint` policy per layer,
@@ -64,14 +72,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import jax
 import numpy as np
 
 from tpucost import device
 from tpucost.autotune import wall_time
 from tpucost.autotune.evaluators import CachedPredictor, DeviceEvaluator, ProgramPredictor, TilePredictor
 from tpucost.autotune.journal import Journal
-from tpucost.autotune.remeasure import remeasure, remeasure_in_fresh_process
+from tpucost.autotune.remeasure import remeasure, remeasure_in_fresh_process, separate_processes
 from tpucost.autotune.search import (
     BUDGETS,
     SearchRun,
@@ -154,20 +161,30 @@ def _comparisons(
 
 
 def _noise(
-    tunable: Tunable, default_ns: float, processes: int, rounds: int, fresh_process: bool
+    tunable: Tunable, default_ns: float, processes: int, rounds: int, fresh_process: bool, backend: str
 ) -> dict[str, Any]:
-    """The noise floor: the default's fresh-process runtime of the experiment and ``processes``
-    more, each re-measured alone right after it; ``spread`` = slowest / fastest - 1."""
-    more = []
-    for _ in range(processes):
+    """The noise floor: the default's fresh-process runtime of the experiment (measured on
+    ``backend``) and ``processes`` more, each re-measured alone right after it (in this process on
+    a TPU or GPU, or when ``fresh_process`` is False); ``spread`` = slowest / fastest - 1."""
+    more, measured_on = [], {"the experiment's re-measurement": backend}
+    apart = fresh_process and separate_processes(backend)
+    for i in range(processes):
         configs = [tunable.space.default]
         if fresh_process:
-            more.append(
-                remeasure_in_fresh_process(tunable.spec, tunable.kind, configs, rounds)["runtime_ns"][0]
-            )
+            got = remeasure_in_fresh_process(tunable.spec, tunable.kind, configs, rounds)
+            more.append(got["runtime_ns"][0])
+            measured_on[f"noise re-measurement {i + 1}"] = got["backend"]
         else:
             more.append(remeasure(tunable.spec, tunable.kind, configs, rounds)[0])
+            measured_on[f"noise re-measurement {i + 1}"] = device.expected_backend()
+    device.same_backend("the noise floor", measured_on)
     runtimes = [default_ns, *more]
+    how = (
+        f"{processes} more measured right after it, each alone in its own process"
+        if apart
+        else f"{processes} more measured right after it in this process"
+        + (f" (on {backend} one process holds the device)" if fresh_process else "")
+    )
     return {
         "config": tunable.space.default,
         "runtime_ns": runtimes,
@@ -175,9 +192,24 @@ def _noise(
         "rounds": rounds,
         "spread": max(runtimes) / min(runtimes) - 1.0,
         "includes_experiment": True,
-        "how": "the default configuration's fresh-process figure: the experiment's own (first) and "
-        f"{processes} more measured right after it, each alone in its own process",
+        "separate_processes": apart,
+        "backend": backend,
+        "how": f"the default configuration's re-measured figure: the experiment's own (first) and {how}",
     }
+
+
+def _scoring_why(scoring: str, model: Any, search: Any, backend: str, cores: list[int]) -> str:
+    """Why the wall-time arms scored where they did, in words (``report["wall_time"]["scoring_why"]``)."""
+    if cores:
+        return f"in a second process on core(s) {cores}, beside the measurements"
+    where = "it scored first, in this process, for at most half of each budget"
+    if scoring == "sequential":
+        return f"sequential scoring was asked for: {where}"
+    if model is None or not isinstance(search, str):
+        return f"a model not loaded from files, or a custom search, cannot be sent to a worker: {where}"
+    if not separate_processes(backend):
+        return f"on {backend} one process holds the device: {where}"
+    return f"no spare core: {where}"
 
 
 def autotune(
@@ -207,15 +239,17 @@ def autotune(
     seconds (default: ``budget_s``; predicting included, `tpucost.autotune.wall_time`). Then every
     search's best configuration and the default are re-measured in a fresh process
     (``fresh_process=False``: in this one, for tests), the default ``noise_processes`` more times
-    alone (the noise floor), and the report is made of those figures.
+    alone (the noise floor), and the report is made of those figures. On a TPU or GPU (one process
+    holds the device) both run in this process and the wall-time arms score in it, sequentially:
+    no second process is started there (module docstring).
 
     ``n_candidates``: how many distinct candidates a model-guided search scores (default 100 in
     the program space, where each costs a compile; 2000 in the tile space). The random start of a
     seed is the same for every arm. ``scoring``: ``"auto"`` scores the wall-time arms in a worker
-    on the cores outside this process's affinity when there are any, ``"sequential"`` always in
-    this process. ``arms`` and ``budgets``: a subset to run (device-only and model-guided always
-    run; ``budgets`` must hold ``"device_seconds"``); the report has only their entries. Returns
-    `Autotuning` (``.report`` is the CLI's JSON).
+    on the cores outside this process's affinity when there are any (on XLA:CPU only),
+    ``"sequential"`` always in this process. ``arms`` and ``budgets``: a subset to run
+    (device-only and model-guided always run; ``budgets`` must hold ``"device_seconds"``); the
+    report has only their entries. Returns `Autotuning` (``.report`` is the CLI's JSON).
 
     ``workdir``: keep a journal of the completed searches there (`JOURNAL_NAME`) and skip them when
     called again with the same experiment (program, space, budgets, search, candidates, repeats,
@@ -246,10 +280,11 @@ def autotune(
     measurer = DeviceEvaluator(tunable, repeats=repeats)
     heuristic = heuristic_candidates(tunable)
     search_name = search if isinstance(search, str) else getattr(search, "__name__", "custom")
-    backend, device_name = jax.default_backend(), device.describe(device.fingerprint())
+    device_name = device.describe(device.fingerprint())
+    backend = device.expected_backend()  # JAX started: its default backend
     cores = (
         wall_time.scoring_cores()
-        if scoring == "auto" and model is not None and isinstance(search, str)
+        if scoring == "auto" and model is not None and isinstance(search, str) and separate_processes(backend)
         else []
     )
     journal = (
@@ -351,7 +386,16 @@ def autotune(
     if fresh_process:
         fresh = remeasure_in_fresh_process(tunable.spec, space, configs, fresh_rounds)
     else:
-        fresh = {"runtime_ns": remeasure(tunable.spec, space, configs, fresh_rounds), "pid": os.getpid()}
+        fresh = {
+            "runtime_ns": remeasure(tunable.spec, space, configs, fresh_rounds),
+            "pid": os.getpid(),
+            "backend": device.expected_backend(),
+            "fresh_process": False,
+            "how": f"in this process (pid {os.getpid()}; fresh_process=False)",
+        }
+    device.same_backend(
+        "the re-measurement", {"the searches": backend, "the re-measurement": fresh["backend"]}
+    )
     ns_of = dict(zip(keys, fresh["runtime_ns"], strict=True))
     default_ns = ns_of[tunable.space.key(tunable.space.default)]
     fresh_by_run = {id(r): ns_of[tunable.space.key(r.best_config)] for r in runs}
@@ -398,6 +442,9 @@ def autotune(
             "rounds": fresh_rounds,
             "configs": len(configs),
             "seconds": fresh.get("seconds"),
+            "backend": fresh["backend"],
+            "separate_process": fresh["fresh_process"],
+            "how": fresh["how"],
         },
         "backend": backend,
         "device": device_name,
@@ -408,12 +455,13 @@ def autotune(
             **by_budget["wall_time"],
             "scoring": "beside" if cores else "sequential",
             "scoring_cores": cores,
+            "scoring_why": _scoring_why(scoring, model, search, backend, cores),
             "scoring_worker_start_seconds": worker_start,
             "same_runs_as_device_seconds": [a for a in _NO_MODEL if a in arms],
         }
     if noise_processes > 0:
         report["noise"] = {
-            **_noise(tunable, default_ns, noise_processes, fresh_rounds, fresh_process),
+            **_noise(tunable, default_ns, noise_processes, fresh_rounds, fresh_process, backend),
             "device": device_name,
         }
     return Autotuning(report, runs)

@@ -1,4 +1,10 @@
-"""Reading autotuning reports: the bundled experiments, the noise floor, tables beside the paper's."""
+"""Reading autotuning reports: the bundled experiments, the noise floor, tables beside the paper's.
+
+Every report records the backend that measured it (``"backend"``, also in its ``"fresh_process"``
+and ``"noise"`` records, and in `measurement_noise`'s result): the tables and findings here refuse
+(`tpucost.device.BackendMismatch`, one line) to set figures of different backends side by side or
+against each other; a record without a backend (an older report) is taken as its report's.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +17,16 @@ from typing import Any
 
 import pandas as pd
 
+from tpucost import device
 from tpucost.autotune.evaluators import DeviceEvaluator, ProgramPredictor, compile_candidate
-from tpucost.autotune.remeasure import remeasure_in_fresh_process
+from tpucost.autotune.remeasure import remeasure_in_fresh_process, separate_processes
 from tpucost.autotune.tunable import Tunable, load_tunable
 from tpucost.costmodel import CostModel
 from tpucost.files import bundled_dir
 
 __all__ = [
     "BUNDLED_NAME",
+    "report_backend",
     "COMPARISONS",
     "PAPER_MODEL_VS_DEVICE",
     "bundled_reports",
@@ -64,6 +72,24 @@ def bundled_reports(folder: str | os.PathLike | None = None) -> dict[str, dict[s
     return dict(sorted(reports.items(), key=lambda item: (item[1]["space"], item[0])))
 
 
+def report_backend(report: Mapping[str, Any], name: str = "the report") -> str | None:
+    """The backend that measured ``report`` (None: not recorded), after checking that its
+    re-measurement and noise floor were measured on it too (`tpucost.device.BackendMismatch`)."""
+    return device.same_backend(
+        f"{name} ({report.get('program', 'unnamed')})",
+        {
+            "its searches": report.get("backend"),
+            "its re-measurement": report.get("fresh_process", {}).get("backend"),
+            "its noise floor": report.get("noise", {}).get("backend"),
+        },
+    )
+
+
+def _one_backend(reports: Mapping[str, Mapping[str, Any]], what: str) -> str | None:
+    """The backend of all ``reports`` (each checked by `report_backend`), or BackendMismatch."""
+    return device.same_backend(what, {str(name): report_backend(r) for name, r in reports.items()})
+
+
 def measurement_noise(
     spec: str,
     space: str = "program",
@@ -73,22 +99,27 @@ def measurement_noise(
 ) -> dict[str, Any]:
     """The noise floor of a reported runtime: ``config`` (default: the default configuration)
     re-measured exactly as `autotune` reports it (`remeasure_in_fresh_process`, ``rounds`` rounds)
-    in ``processes`` separate fresh processes. ``spread`` = slowest / fastest - 1: speedups closer
-    to 1 than that cannot be told from noise."""
+    in ``processes`` separate fresh processes on XLA:CPU; on a TPU or GPU ``processes`` times in
+    this process (one process holds the device; ``"separate_processes": False``). ``spread`` =
+    slowest / fastest - 1: speedups closer to 1 than that cannot be told from noise. ``backend``:
+    the one that measured them all (re-measurements on different backends are refused)."""
     if processes < 2:
         raise ValueError(f"processes must be >= 2 to see a spread, got {processes}")
     tunable = load_tunable(spec, space)
     config = dict(config) if config is not None else tunable.space.default
-    runtimes = [
-        remeasure_in_fresh_process(tunable.spec, space, [config], rounds)["runtime_ns"][0]
-        for _ in range(processes)
-    ]
+    results = [remeasure_in_fresh_process(tunable.spec, space, [config], rounds) for _ in range(processes)]
+    backend = device.same_backend(
+        "the noise floor", {f"re-measurement {i + 1}": r["backend"] for i, r in enumerate(results)}
+    )
+    runtimes = [r["runtime_ns"][0] for r in results]
     return {
         "config": config,
         "runtime_ns": runtimes,
         "processes": processes,
         "rounds": rounds,
         "spread": max(runtimes) / min(runtimes) - 1.0,
+        "backend": backend,
+        "separate_processes": separate_processes(backend),
     }
 
 
@@ -96,7 +127,8 @@ def report_table(report: Mapping[str, Any], budget: str | None = None) -> Any:
     """One row per budget, arm and start: mean speedup over the default with its range over seeds,
     device and wall seconds, candidates measured and predicted, and the best seed's configuration
     (pandas). ``budget``: only ``"device_seconds"`` or ``"wall_time"`` rows (default: both, where
-    the report has both)."""
+    the report has both). A report whose parts were measured on different backends is refused."""
+    report_backend(report)
     sections = [("device_seconds", report)]
     if "wall_time" in report:
         sections.append(("wall_time", report["wall_time"]))
@@ -145,7 +177,10 @@ def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
     range over seeds. ``paper %``: the paper's figure (Section 6.3), for program-space rows only
     (the paper tuned XLA's own program options, not Pallas block shapes: NaN for the tile space).
     ``noise floor %``: where the report has one (``"noise"``), the default's slowest / fastest
-    fresh-process runtime - 1 (`measurement_noise`). A column the report lacks is NaN."""
+    fresh-process runtime - 1 (`measurement_noise`). A column the report lacks is NaN. The table's
+    ``attrs["backend"]``: the backend of the reports; reports of different backends in one table
+    are refused (`tpucost.device.BackendMismatch`): compare each backend's reports on their own."""
+    backend = _one_backend(reports, "the comparison table")
     rows = []
     for program, r in reports.items():
         noise = r.get("noise", {}).get("spread")
@@ -167,7 +202,9 @@ def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
             row["paper %"] = 100 * PAPER_MODEL_VS_DEVICE[start] if r["space"] == "program" else math.nan
             row["noise floor %"] = math.nan if noise is None else 100 * noise
             rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table.attrs["backend"] = backend
+    return table
 
 
 def findings(report: Mapping[str, Any]) -> list[str]:
@@ -175,7 +212,9 @@ def findings(report: Mapping[str, Any]) -> list[str]:
     arm's speedup (saying so when model + device and device-only both end below the default),
     what the model's ranking adds (model + device against its random-order control), model +
     device against the heuristic and, at equal wall time, against device-only; each difference
-    marked as inside or outside the noise floor where the report has one."""
+    marked as inside or outside the noise floor where the report has one (measured on the report's
+    backend: a noise floor of another backend is refused)."""
+    report_backend(report)
     noise = report.get("noise", {}).get("spread")
     wall = report.get("wall_time", {})
 

@@ -13,6 +13,12 @@ a search a budget of wall-clock seconds, predicting included:
 * without one, the model scores first, for at most half the budget, in this process, and the
   candidates are then measured in that order until the budget is spent (``mode="sequential"``).
 
+On a TPU or GPU there is no worker: only one process may use the device (`tpucost.device`, "One
+process on an accelerator"), and a worker kept off it (``JAX_PLATFORMS=cpu``) would compile the
+program-space candidates for the CPU and score the wrong kernels. `tpucost.autotune.autotune`
+scores sequentially there; `ScoringWorker` refuses to start on an accelerator, starts its process
+with ``JAX_PLATFORMS=cpu``, and checks the backend the process reports against this one's.
+
 The worker is started once per experiment and loads the model once (its start-up is reported, not
 charged to a search); each search clears its cache of predictions, so every search pays for its
 own scoring, and a search that ends stops the worker's scoring at its next candidate.
@@ -27,9 +33,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import numpy as np
 
-from tpucost import backends
+from tpucost import backends, device
 from tpucost.autotune.evaluators import CachedPredictor, Evaluator, ProgramPredictor, TilePredictor
 from tpucost.autotune.search import SearchRun, measure_in_order, run_search, score_candidates
 from tpucost.autotune.space import Config
@@ -75,11 +82,13 @@ def _worker_main(
 ) -> None:
     """The scoring process: load the program and the model, then serve one search per request."""
     os.environ.update(env)  # before JAX starts its backend here (`Backend.child_process_env`)
+    if env.get("JAX_PLATFORMS"):  # JAX read the variable when this process imported it
+        jax.config.update("jax_platforms", env["JAX_PLATFORMS"])
     if cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)
     tunable = load_tunable(spec, space)
     predictor = make_predictor(tunable, model)
-    outbox.put(("ready", None, None))
+    outbox.put(("ready", None, device.expected_backend()))
     parent = os.getppid()
     while True:
         try:
@@ -121,11 +130,22 @@ def _worker_main(
 
 class ScoringWorker:
     """A process on ``cores`` that scores candidates of ``tunable`` with ``model`` (see
-    `make_predictor`) for one search at a time (`wall_time_search`). Use as a context manager."""
+    `make_predictor`) for one search at a time (`wall_time_search`). Use as a context manager.
+
+    XLA:CPU only: on a TPU or GPU it raises RuntimeError before starting anything (one process
+    holds the device; score in this process). The process runs with ``JAX_PLATFORMS=cpu``
+    (as `tpucost.device.cpu_only_env`) and reports its backend when ready; another backend than this
+    process's is refused (`tpucost.device.BackendMismatch`)."""
 
     def __init__(self, tunable: Tunable, model: Mapping[str, Any], cores: list[int]):
         if not cores:
             raise ValueError("a scoring worker needs at least one core outside the measuring one")
+        self.backend = device.expected_backend()
+        if self.backend != "cpu":
+            raise RuntimeError(
+                f"a scoring worker is a second process, and on {self.backend} one process holds the device: "
+                "score in this process (autotune(..., scoring='sequential'), wall_time_search(predictor=...))"
+            )
         ctx = multiprocessing.get_context("spawn")
         self.cores = list(cores)
         self.inbox, self.outbox, self.stop = ctx.Queue(), ctx.Queue(), ctx.Queue()
@@ -141,7 +161,7 @@ class ScoringWorker:
                 tunable.kind,
                 dict(model),
                 self.cores,
-                dict(backends.backend().child_process_env),
+                {**dict(backends.backend(self.backend).child_process_env), "JAX_PLATFORMS": "cpu"},
                 self.inbox,
                 self.outbox,
                 self.stop,
@@ -150,10 +170,22 @@ class ScoringWorker:
         )
         self.process.start()
         self._next_id = 0
-        self._wait_for("ready", None, timeout=600)
+        theirs = self._wait_for("ready", None, timeout=600)
+        try:
+            device.same_backend(
+                "the scoring worker",
+                {
+                    f"this process ({os.getpid()})": self.backend,
+                    f"the scoring worker ({self.process.pid})": theirs or "an unrecorded backend",
+                },
+            )
+        except device.BackendMismatch:
+            self.close()
+            raise
         self.start_seconds = time.perf_counter() - t0
 
-    def _wait_for(self, kind: str, search_id: int | None, timeout: float) -> None:
+    def _wait_for(self, kind: str, search_id: int | None, timeout: float) -> Any:
+        """Wait for the worker's message ``kind`` about ``search_id``; returns its payload."""
         deadline = time.perf_counter() + timeout
         while True:
             try:
@@ -165,7 +197,7 @@ class ScoringWorker:
                     raise RuntimeError(f"the scoring worker sent no {kind!r} in {timeout:g} s") from None
                 continue
             if got[0] == kind and got[1] == search_id:
-                return
+                return got[2]
 
     def begin(self, start: Config, seed: int, n_candidates: int, strategy: str) -> int:
         """Start scoring one search from ``start``; returns its id."""

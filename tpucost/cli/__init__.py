@@ -14,6 +14,7 @@ import argparse
 from collections.abc import Sequence
 
 from tpucost.cli.autotune_commands import add_autotune_command
+from tpucost.cli.compile_commands import add_compile_command
 from tpucost.cli.experiment_commands import add_experiment_commands
 from tpucost.cli.kernel_commands import add_data_commands, add_model_commands, cmd_hlo
 from tpucost.cli.tile_commands import add_tile_commands
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="HLO text, e.g. from jax.jit(f).lower(x).compile().as_text()")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_hlo)
+    add_compile_command(sub)
     add_data_commands(sub)
     add_model_commands(sub)
     add_tile_commands(sub)

@@ -3,6 +3,8 @@
 The arms: device-only, model-guided, the random-order control (the model-guided candidates
 measured in random order) and the heuristic (what a user tries without a model); the budgets:
 device seconds (the paper's) and wall time (predicting included). See `tpucost.autotune.protocol`.
+On a TPU or GPU it starts no second process: the re-measurement, the noise floor and the wall-time
+arms' scoring run in this one (one process holds the device); the report says where each ran.
 """
 
 from __future__ import annotations
@@ -56,12 +58,15 @@ def _print_autotune(r: dict) -> None:
     wall = r.get("wall_time")
     print(
         f"{r['program']} ({r['space']} space, {r['space_size']} configurations), seeds {r['seeds']}; "
-        f"default {r['default_ns'] / 1e6:.3f} ms (fresh process)"
+        f"default {r['default_ns'] / 1e6:.3f} ms"
     )
+    fresh = r.get("fresh_process", {})
+    print(f"measured on {r.get('backend')}; re-measured {fresh.get('how', 'in a fresh process')}")
     if "noise" in r:
         print(
-            f"noise floor: {100 * r['noise']['spread']:.1f}% (the default over {r['noise']['processes']} "
-            "fresh processes: speedups closer to 1 than this cannot be told from noise)"
+            f"noise floor: {100 * r['noise']['spread']:.1f}% (the default re-measured {r['noise']['processes']} "
+            f"times, {'each in a fresh process' if r['noise'].get('separate_processes', True) else 'in this process'}"
+            ": speedups closer to 1 than this cannot be told from noise)"
         )
     for name, budget in (("device seconds", r), ("wall time", wall)):
         if budget is None:
@@ -69,7 +74,7 @@ def _print_autotune(r: dict) -> None:
         print(f"\n== equal {name}: {budget['budget_seconds']:g} s per search")
         if budget is wall:
             print(
-                f"   model scoring {wall['scoring']} (cores {wall['scoring_cores']}); device-only and "
+                f"   model scoring {wall['scoring']} ({wall.get('scoring_why', wall['scoring_cores'])}); device-only and "
                 "heuristic are the same runs as above (no model: their wall time is their device time)"
             )
         _print_arms(budget["strategies"], budget["model_guided_faster_than"])
@@ -124,13 +129,15 @@ def add_autotune_command(sub: argparse._SubParsersAction) -> None:
         "--noise-processes",
         type=int,
         default=3,
-        help="fresh processes that re-measure the default after the searches (the noise floor; 0: none)",
+        help="fresh processes that re-measure the default after the searches (the noise floor; 0: none); "
+        "on a TPU or GPU re-measurements in this process (one process holds the device)",
     )
     p.add_argument(
         "--scoring",
         choices=("auto", "sequential"),
         default="auto",
-        help="wall-time arms: auto scores on the cores outside the measuring one when there are any",
+        help="wall-time arms: auto scores on the cores outside the measuring one when there are any "
+        "(XLA:CPU only: on a TPU or GPU it scores in this process)",
     )
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     p.add_argument("--search", choices=("anneal", "random"), default="anneal")

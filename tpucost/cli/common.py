@@ -42,17 +42,23 @@ def names(text: str) -> list[str]:
     return [x for x in text.split(",") if x]
 
 
-def label_mode(args: argparse.Namespace) -> None:
-    """Pin to one core (tpucost.device's label mode) unless ``--all-cores``; before JAX starts."""
-    if not args.all_cores:
-        device.pin_to_one_core()
+def label_mode(args: argparse.Namespace) -> device.Pinning | None:
+    """Pin to one core (tpucost.device's label mode) unless ``--all-cores``; before JAX starts.
+
+    On XLA:CPU only: on a TPU or GPU (`tpucost.device.expected_backend`) `device.pin_to_one_core`
+    leaves the process as it is and says so in the `device.Pinning` returned (None with
+    ``--all-cores``)."""
+    if args.all_cores:
+        return None
+    return device.pin_to_one_core()
 
 
 def all_cores_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--all-cores",
         action="store_true",
-        help="measure on every core instead of one (kernels may overlap; labels may not add up)",
+        help="measure on every core instead of one (kernels may overlap; labels may not add up); "
+        "XLA:CPU only: on a TPU or GPU the process is never pinned",
     )
 
 

@@ -1,5 +1,5 @@
 """The tile task's commands: ``collect --task tile``, ``data noise --task tile``, ``train/evaluate --task
-tile``, ``suggest-tiles``, ``measure-tiles``."""
+tile``, ``suggest-tiles``, ``measure-tiles``, ``tiles-legal``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import json
 from collections.abc import Callable
 
 from tpucost import (
+    backends,
     checkpoint,
+    compiler,
     device,
     tiles,
 )
@@ -156,11 +158,55 @@ def _shape_arg(args: argparse.Namespace) -> tuple[int, ...]:
 def cmd_suggest_tiles(args: argparse.Namespace) -> int:
     try:
         shape = _shape_arg(args)
-        suggestions = tile_task.suggest_tiles(args.family, shape, args.dtype, args.top, args.model)
-    except (FileNotFoundError, ValueError) as err:
+        target = _tpu_target(args.target) if args.target else None
+        if target is None:
+            suggestions = tile_task.suggest_tiles(args.family, shape, args.dtype, args.top, args.model)
+        else:
+            suggestions, note = _compiling_suggestions(
+                args.family, shape, args.dtype, args.top, args.model, target
+            )
+    except (FileNotFoundError, ValueError, compiler.TpuCompilerMissing) as err:
         return fail(err)
     result = {"family": args.family, "shape": list(shape), "dtype": args.dtype, "suggestions": suggestions}
+    if target is not None:
+        result.update(target=target, note=note)
     return emit(result, args.json, _print_configs("suggestions", "predicted_ns"))
+
+
+def _tpu_target(name: str) -> str:
+    """``name`` if it is a TPU target of `tpucost.backends.TARGETS`; ValueError otherwise."""
+    if not backends.target(name).is_tpu:
+        raise ValueError(
+            f"target {name!r} is not a TPU; expected one of "
+            + ", ".join(t for t in backends.TARGETS if backends.target(t).is_tpu)
+        )
+    return name
+
+
+def _compiling_suggestions(
+    family: str, shape: tuple[int, ...], dtype: str, top: int, model: str | None, target: str
+) -> tuple[list[dict], str]:
+    """The model's best ``top`` configurations among those legal on the TPU backend that Mosaic
+    compiles for ``target`` (asked in the model's order until ``top`` compile)."""
+    from tpucost.tiles import mosaic  # compiles with libtpu; imported on use
+
+    if not compiler.tpu_compiler_available():
+        raise compiler.TpuCompilerMissing(f"--target {target} compiles with Mosaic: {compiler.INSTALL_HINT}")
+    ranked = tile_task.suggest_tiles(
+        family, shape, dtype, len(tiles.candidate_configs(family, shape, dtype)), model, backend="tpu"
+    )
+    kept, asked = [], 0
+    for row in ranked:
+        if len(kept) >= max(int(top), 1):
+            break
+        asked += 1
+        if mosaic.mosaic_verdict(family, shape, dtype, row["config"], target)[0]:
+            kept.append(row)
+    note = (
+        f"only configurations that Mosaic compiles for {target}: {len(kept)} of the {asked} "
+        f"best-ranked legal ones asked ({len(ranked)} legal on the TPU backend)"
+    )
+    return kept, note
 
 
 def cmd_measure_tiles(args: argparse.Namespace) -> int:
@@ -181,9 +227,49 @@ def cmd_measure_tiles(args: argparse.Namespace) -> int:
     return emit(result, args.json, _print_configs("measurements", "runtime_ns"))
 
 
+def cmd_tiles_legal(args: argparse.Namespace) -> int:
+    from tpucost.tiles import mosaic  # compiles with libtpu; imported on use
+
+    try:
+        target = _tpu_target(args.target)
+        if args.write_bundled is not None:
+            path = args.write_bundled or None
+            data = mosaic.write_bundled(path, target=target)
+            print(json.dumps({"out": str(path or mosaic.bundled_path(target)), **data["agreement"]}))
+            return 0
+        if not args.family or not args.shape:
+            raise ValueError("tiles-legal needs FAMILY and --shape (or --write-bundled)")
+        shape = _shape_arg(args)
+        report = mosaic.problem_report(args.family, shape, args.dtype, target)
+    except (ValueError, compiler.TpuCompilerMissing) as err:
+        return fail(err)
+    return emit(report, args.json, _print_verdicts)
+
+
+def _print_verdicts(r: dict) -> None:
+    a = r["agreement"]
+    print(
+        f"{r['family']} {tuple(r['shape'])} {r['dtype']} on {r['target']}: {a['candidates']} candidate "
+        f"configurations, compiled in {r['seconds']:.1f} s (libtpu {r['compiler']['libtpu']})"
+    )
+    print(f"  {'config':<44} {'legal':>6} {'compiles':>9}  error")
+    for row in r["candidates"]:
+        mark = "" if row["legal"] == row["compiles"] else "  <- disagree"
+        print(
+            f"  {json.dumps(row['config']):<44} {'yes' if row['legal'] else 'no':>6} "
+            f"{'yes' if row['compiles'] else 'no':>9}  {row['error'] or ''}{mark}"
+        )
+    print(
+        f"rules and Mosaic agree on {a['agree']} of {a['candidates']} ({100 * (a['agreement'] or 0):.1f}%); "
+        f"legal but refused: {a['false_legal']}; refused by the rules but compiled: {a['false_illegal']}"
+    )
+
+
 def _print_configs(key: str, value: str) -> Callable[[dict], None]:
     def show(result: dict) -> None:
         print(f"{result['family']} {tuple(result['shape'])} {result['dtype']}: {key}, best first")
+        if result.get("note"):
+            print(f"  ({result['note']})")
         for row in result[key]:
             ms = "-" if row.get(value) is None else f"{row[value] / 1e6:.3f} ms"
             print(f"  {json.dumps(row['config']):<48} {ms:>12}")
@@ -206,6 +292,12 @@ def add_tile_commands(sub: argparse._SubParsersAction) -> None:
             p.add_argument(
                 "--model", default=None, help="tile model checkpoint (default: bundled random split)"
             )
+            p.add_argument(
+                "--target",
+                default=None,
+                help="a TPU target (e.g. tpu-v5e): suggest only configurations that Mosaic compiles for it "
+                "(needs libtpu, the tpu extra)",
+            )
         else:
             p.add_argument(
                 "--repeats", type=int, default=5, help="timed runs per configuration (runtime = min)"
@@ -213,3 +305,21 @@ def add_tile_commands(sub: argparse._SubParsersAction) -> None:
             lowering_flag(p)
             all_cores_flag(p)
         p.set_defaults(func=func)
+    p = sub.add_parser(
+        "tiles-legal",
+        help="every candidate block shape of a kernel: the TPU rules' verdict beside Mosaic's (needs libtpu)",
+    )
+    p.add_argument("family", nargs="?", help="a Pallas family of tpucost.tiles.TILE_FAMILIES, e.g. matmul")
+    p.add_argument("--shape", help="the problem shape, e.g. 384,640,896 for matmul M,N,K")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--target", default="tpu-v5e", help="a TPU target of tpucost.backends.TARGETS")
+    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--write-bundled",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="compile notebook 04's problems and write their verdicts (default: the bundled file)",
+    )
+    p.set_defaults(func=cmd_tiles_legal)

@@ -75,6 +75,18 @@ Configurations (``CONFIGURATIONS``)
                              ops, which jax.checkpoint adds, and recomputed elementwise ops).
       ``scan_unroll``        lstm/gru only: ``lax.scan(unroll=4)``. 6/6, 6 counts, 387 -> 710.
 
+    On a TPU (libtpu's options, undocumented flags of its fusion passes; accepted by libtpu 0.0.23
+    and 0.0.42.1 and checked against the installed libtpu by `compile_option_configurations`;
+    measured by compiling example:mixer and example:nnx_vit for v5e, kernels default -> configuration):
+
+      ``tpu_no_conv_input_fusion``    ``xla_jf_conv_input_fusion=false``: mixer 133 -> 166, nnx_vit 339 -> 385.
+      ``tpu_no_conv_output_fusion``   ``xla_jf_conv_output_fusion=false``: same kernel count, other
+                                      fusions (and other estimates: nnx_vit 251 -> 236 us).
+      ``tpu_no_multi_output_fusion``  ``xla_jf_enable_multi_output_fusion=false``: 133 -> 163, 339 -> 389.
+
+    Accepted but without effect on these programs: ``xla_disable_hlo_passes=fusion`` (the TPU's
+    fusion passes have other names), ``xla_tpu_dot_dot_fusion``, ``xla_tpu_enable_copy_fusion``.
+
     Tried and dropped. Identical optimized HLO on a dense + softmax + conv test program:
     ``xla_cpu_enable_fast_math``, ``xla_backend_optimization_level=0``, ``xla_cpu_use_xnnpack=False``,
     ``xla_cpu_use_fusion_emitters=False``, ``xla_cpu_max_isa=SSE4_2``,
@@ -111,7 +123,7 @@ import jaxlib
 import numpy as np
 import optax
 
-from tpucost import backends
+from tpucost import backends, compiler
 from tpucost.compat import LIBRARY_FUSION_OPTIONS, unsupported_compile_options
 from tpucost.device import warn_once
 from tpucost.hlo import parse_module
@@ -328,6 +340,21 @@ CONFIGURATIONS: dict[str, CompileConfig] = {
             {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"},
         ),
         CompileConfig(
+            "tpu_no_conv_input_fusion",
+            "TPU: producers not fused into the inputs of dots and convolutions",
+            {"xla_jf_conv_input_fusion": False},
+        ),
+        CompileConfig(
+            "tpu_no_conv_output_fusion",
+            "TPU: consumers not fused into the outputs of dots and convolutions",
+            {"xla_jf_conv_output_fusion": False},
+        ),
+        CompileConfig(
+            "tpu_no_multi_output_fusion",
+            "TPU: no fusion with several outputs",
+            {"xla_jf_enable_multi_output_fusion": False},
+        ),
+        CompileConfig(
             "remat_nothing",
             "jax.checkpoint(loss, policy=nothing_saveable): forward run twice",
             variant=Variant(remat="nothing_saveable"),
@@ -398,6 +425,8 @@ def applicable_configurations(program: Program, platform: str | None = None) -> 
 def compile_option_configurations(backend: str | None = None) -> tuple[str, ...]:
     """Names of the configurations that only set XLA compile options, apply to every program on
     ``backend`` (default: JAX's) and, on JAX's own backend, build with this jaxlib; ``"default"`` first.
+    The TPU's, asked for on another backend, are those the installed libtpu accepts (all of them
+    when there is no libtpu to ask: nothing can compile them then).
     """
     here = jax.default_backend()
     backend = backend or here
@@ -408,8 +437,15 @@ def compile_option_configurations(backend: str | None = None) -> tuple[str, ...]
         and c.families is None
         and c.forms is None
         and _on_backend(c, backend)
-        and (backend != here or buildable(name))
+        and (buildable(name) if backend == here else _tpu_compiler_accepts(c, backend))
     )
+
+
+def _tpu_compiler_accepts(config: CompileConfig, backend: str) -> bool:
+    """Whether the installed libtpu accepts ``config``'s options (True off the TPU, or without libtpu)."""
+    if backend != "tpu" or not compiler.tpu_compiler_available():
+        return True
+    return not compiler.unsupported_compile_options(config.compiler_options, backends.DEFAULT_TPU_TARGET)
 
 
 def compile_program(program: Program, config_name: str = "default") -> jax.stages.Compiled:

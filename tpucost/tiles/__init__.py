@@ -8,7 +8,9 @@
 * `tpucost.tiles.lowering`: how one kernel body runs, as a Pallas kernel or as an XLA loop over
   its grid (`build(..., lowering=...)`);
 * `tpucost.tiles.overhead`: the share of a label that the grid's steps cost (an overhead kernel:
-  the same grid and blocks, no arithmetic).
+  the same grid and blocks, no arithmetic);
+* `tpucost.tiles.mosaic`: Mosaic's verdict (the TPU compiler's, without a TPU) on every candidate
+  configuration beside the TPU backend's rules (imported on use: ``from tpucost.tiles import mosaic``).
 
 The public names of both are importable from the package (``from tpucost import tiles;
 tiles.legal_configs(...)``).
@@ -22,17 +24,22 @@ from tpucost.tiles.problems import (
     LANE,
     MAX_KEYS,
     MIN_CONFIGS,
+    SUBLANE,
     SUPPORTED_DTYPES,
     VMEM_BUDGET_BYTES,
     TileCost,
     build,
+    candidate_configs,
     check_config,
     check_shape,
     config_features,
+    config_problems,
     interpret_mode,
+    kernel,
     kernel_graph,
     legal_configs,
     measure_configs,
+    mosaic_vmem_bytes,
     parse_problem_shape,
     plan,
     reference,
@@ -52,17 +59,22 @@ __all__ = [
     "LANE",
     "MAX_KEYS",
     "MIN_CONFIGS",
+    "SUBLANE",
     "SUPPORTED_DTYPES",
     "VMEM_BUDGET_BYTES",
     "TileCost",
     "build",
+    "candidate_configs",
     "check_config",
+    "config_problems",
     "check_shape",
     "config_features",
     "interpret_mode",
     "kernel_graph",
+    "kernel",
     "legal_configs",
     "measure_configs",
+    "mosaic_vmem_bytes",
     "parse_problem_shape",
     "plan",
     "overhead_kernel",

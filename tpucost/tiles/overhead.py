@@ -39,13 +39,21 @@ __all__ = ["overhead_body", "overhead_kernel", "step_overhead_shares"]
 def overhead_body(plan: TilePlan, dtype: str) -> Callable[..., None]:
     """A kernel body for ``plan``'s refs (inputs, output, scratch) that does no arithmetic: it
     reads the first element of every input block (so the interpreter cannot drop an operand) and
-    writes their sum to the whole output block."""
+    writes their sum to the whole output block.
+
+    The element is cut out as a ``(1, ..., 1)`` corner and cast to float32 before it becomes a
+    scalar: Mosaic turns only 32-bit values into scalars (a bfloat16 ``block.reshape(-1)[0]``
+    fails to lower), and libtpu 0.0.23 cannot broadcast a ``(1, 1)`` array over a block."""
     n_inputs = len(plan.inputs)
 
     def kernel(*refs: Any) -> None:
-        total = sum(r[...].reshape(-1)[0].astype(jnp.float32) for r in refs[:n_inputs])
         out = refs[n_inputs]
-        out[...] = jnp.broadcast_to(total, out.shape).astype(out.dtype)
+        corners = []
+        for r in refs[:n_inputs]:
+            block = r[...]
+            corner = block[tuple(slice(0, 1) for _ in block.shape)].astype(jnp.float32)
+            corners.append(corner.reshape(()))  # a float32 scalar: Mosaic broadcasts those
+        out[...] = jnp.broadcast_to(sum(corners), out.shape).astype(out.dtype)
 
     return kernel
 

@@ -34,22 +34,33 @@ re-reads, working sets against the caches): a stand-in for a tiled kernel, not a
 The record's ``tile_size_scale`` also scales the problem sizes `sample_shapes` draws (x1 on CPU
 and GPU, x4 on TPU, where compiled kernels run far faster than the interpreter).
 
-Legality (`legal_configs`, `check_config`), the same on every backend
----------------------------------------------------------------------
-A config is legal when
+Candidates and legality (`candidate_configs`, `legal_configs`, `config_problems`, `check_config`)
+-------------------------------------------------------------------------------------------------
+A **candidate** config is one whose
 
-1. every block size divides the problem dim it tiles (no ragged edges);
-2. the two minor-most dims of every operand's and output's block follow the TPU rule
-   (`tpu_block_rule`): the second-minor is a multiple of 8 for 32-bit dtypes (16 for 16-bit, 32
-   for 8-bit) and the minor a multiple of 128, or either equals the full array dim;
-3. the per-step working set (every operand and output block x2 for double buffering, plus scratch
-   once) is at most `VMEM_BUDGET_BYTES` = 16 MiB (TPU v5e's default scoped VMEM).
+1. block sizes each divide the problem dim they tile (no ragged edges), and
+2. blocks follow the hardware tile of a TPU (`tpu_block_rule` with ``sublane=8``): the two
+   minor-most dims of every operand's and output's block are multiples of (8, 128), or equal
+   the full array dims.
 
-The rules are applied on CPU and GPU too, so that a data set's configs are portable to a TPU.
-The candidate set of one block size is: the divisors of its problem dim that satisfy rule 2 in
-every block the size appears in (this is a per-key property, since each block dim is tiled by one
-key), the full dim always among them; `legal_configs` is their product, in `block_keys` order,
-each key ascending, filtered by rule 3.
+The candidate set of one block size is the divisors of its problem dim that satisfy rule 2 in
+every block the size appears in (a per-key property, since each block dim is tiled by one key),
+the full dim always among them; `candidate_configs` is their product, in `block_keys` order, each
+key ascending. A candidate is **legal** on a backend when it also passes that backend's rules:
+
+* CPU and GPU (the rules the bundled data were collected with): the second-minor block dim is a
+  multiple of the dtype's sublane packing (8 rows for 32-bit, 16 for 16-bit, 32 for 8-bit) or
+  the full dim, and the per-step working set (every operand and output block x2 for double
+  buffering, plus scratch once) is at most `VMEM_BUDGET_BYTES` = 16 MiB (TPU v5e's default
+  scoped VMEM). These are stricter than Mosaic for 16-bit types (it compiles 8-row bfloat16
+  blocks) and looser in VMEM; they stay as they are so that a data set's configs keep their
+  meaning.
+* TPU (Mosaic's verdict on TPU v5e, `tpucost.tiles.mosaic`): the (8, 128) rule for every dtype,
+  and `mosaic_vmem_bytes` at most `VMEM_BUDGET_BYTES`: every block x2 and the scratch, each
+  padded to whole (sublanes, 128) tiles of its dtype, plus the family's estimate of the body's
+  own large values (`TilePlan.temporaries`). See ``docs/tiles.md`` for the agreement measured.
+
+`legal_configs` lists the candidates that pass; `config_problems` names what a config breaks.
 
 Cost arithmetic (`tile_cost`)
 -----------------------------
@@ -144,6 +155,11 @@ __all__ = [
     "interpret_mode",
     "tile_lowering",
     "tpu_block_rule",
+    "SUBLANE",
+    "candidate_configs",
+    "config_problems",
+    "mosaic_vmem_bytes",
+    "kernel",
     "TileCost",
     "parse_problem_shape",
     "check_shape",
@@ -165,6 +181,9 @@ __all__ = [
 VMEM_BUDGET_BYTES = 16 * 2**20
 #: The TPU lane width: a block's minor dim is a multiple of it, or the full dim (on every backend).
 LANE = backends.BACKENDS["tpu"].block_lane
+#: Rows of a TPU's hardware tile (8 x 128 32-bit values): the second-minor alignment Mosaic asks of
+#: a block of any dtype (checked for float32 and bfloat16 with libtpu 0.0.23 and 0.0.42.1).
+SUBLANE = 8
 #: Element types the families accept (inputs; `reduce` always outputs float32).
 SUPPORTED_DTYPES = ("float32", "bfloat16")
 #: Slots per list in `config_features` (block keys, grid axes).
@@ -181,17 +200,20 @@ def _sublane(dtype: Any) -> int:
     return 8 * max(1, 4 // np.dtype(dtype).itemsize)
 
 
-def tpu_block_rule(array_shape: Sequence[int], block_shape: Sequence[int | None], dtype: Any) -> list[str]:
+def tpu_block_rule(
+    array_shape: Sequence[int], block_shape: Sequence[int | None], dtype: Any, sublane: int | None = None
+) -> list[str]:
     """The TPU BlockSpec rule for one block, as a list of violations (empty when it holds).
 
     The minor dim of the block must be a multiple of `LANE` (128) or the full array dim; the
-    second-minor a multiple of the dtype's sublane count (8 for 32-bit, 16 for 16-bit, 32 for
-    8-bit) or the full array dim. ``None`` marks a squeezed dim (size 1, no constraint). This is
-    the one place the alignment rule lives; it is applied on every backend.
+    second-minor a multiple of ``sublane`` (default: the dtype's packing, 8 for 32-bit, 16 for
+    16-bit, 32 for 8-bit; `SUBLANE` = 8 is the hardware tile Mosaic asks of every dtype) or the
+    full array dim. ``None`` marks a squeezed dim (size 1, no constraint). This is the one place
+    the alignment rule lives.
     """
     problems = []
     rank = len(block_shape)
-    for pos, align in ((rank - 1, LANE), (rank - 2, _sublane(dtype))):
+    for pos, align in ((rank - 1, LANE), (rank - 2, sublane or _sublane(dtype))):
         if pos < 0 or block_shape[pos] is None:
             continue
         size, full = int(block_shape[pos]), int(array_shape[pos])
@@ -285,21 +307,62 @@ def _divisibility_problems(fam: TileFamily, shape: Sequence[int], config: Mappin
     return problems
 
 
-def _alignment_problems(p: TilePlan) -> list[str]:
+def _alignment_problems(p: TilePlan, sublane: int | None = None) -> list[str]:
     return [
         f"block {b.name}{tuple(b.block_shape)} of {b.name}{tuple(b.array_shape)}: {msg}"
         for b in p.blocks
-        for msg in tpu_block_rule(b.array_shape, b.block_shape, b.dtype)
+        for msg in tpu_block_rule(b.array_shape, b.block_shape, b.dtype, sublane)
     ]
 
 
-def _budget_problems(p: TilePlan) -> list[str]:
+def _padded_bytes(shape: Sequence[int | None], dtype: str) -> int:
+    """Bytes of a VMEM buffer of ``shape``: its two minor dims rounded up to whole tiles of
+    (the dtype's sublane packing, 128); ``None`` (squeezed) counts as 1."""
+    dims = [1 if d is None else int(d) for d in shape]
+    dims = [1] * max(0, 2 - len(dims)) + dims
+    sub = _sublane(dtype)
+    rows = math.ceil(dims[-2] / sub) * sub
+    lanes = math.ceil(dims[-1] / LANE) * LANE
+    return math.prod(dims[:-2]) * rows * lanes * np.dtype(dtype).itemsize
+
+
+def mosaic_vmem_bytes(p: TilePlan) -> int:
+    """The TPU backend's estimate of the VMEM a configured kernel needs under Mosaic: every block
+    x2 (double buffering; x1 for a block whose index never changes over the grid, which Mosaic
+    fetches once) and the scratch, each padded to whole tiles (`_padded_bytes`), plus the
+    family's estimate of its body's own values (``TilePlan.temporaries``)."""
+    blocks = sum(
+        (1 if _transfers(b, p.grid) == 1 else 2) * _padded_bytes(b.block_shape, b.dtype) for b in p.blocks
+    )
+    scratch = sum(_padded_bytes(s, d) for s, d in p.scratch)
+    return blocks + scratch + p.temporaries
+
+
+def _is_tpu(backend: str | None) -> bool:
+    return backends.backend(backend).name == "tpu"
+
+
+def _budget_problems(p: TilePlan, backend: str | None = None) -> list[str]:
+    if _is_tpu(backend):
+        need = mosaic_vmem_bytes(p)
+        if need > VMEM_BUDGET_BYTES:
+            return [
+                f"Mosaic's VMEM {need} bytes (blocks x2, or x1 when fetched once, and scratch in whole tiles, + "
+                f"{p.temporaries} of temporaries) exceeds the {VMEM_BUDGET_BYTES}-byte VMEM budget"
+            ]
+        return []
     ws = p.working_set_bytes
     if ws > VMEM_BUDGET_BYTES:
         return [
             f"working set {ws} bytes (blocks x2 + scratch) exceeds the {VMEM_BUDGET_BYTES}-byte VMEM budget"
         ]
     return []
+
+
+def _rule_problems(p: TilePlan, backend: str | None = None) -> list[str]:
+    """What a candidate's plan breaks on ``backend`` (see "Candidates and legality")."""
+    sublane = SUBLANE if _is_tpu(backend) else None
+    return _alignment_problems(p, sublane) + _budget_problems(p, backend)
 
 
 def plan(family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]) -> TilePlan:
@@ -314,10 +377,21 @@ def plan(family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str
     return fam.make_plan(shape, dt, cfg)
 
 
-def check_config(family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]) -> TilePlan:
-    """The config's `TilePlan` if it is legal; else ValueError naming every broken rule."""
+def config_problems(
+    family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int], backend: str | None = None
+) -> list[str]:
+    """The rules of ``backend`` (default: JAX's) that a config breaks, one line each (empty when
+    it is legal there); ValueError for a bad family, shape, dtype, keys or divisibility."""
+    return _rule_problems(plan(family_name, shape, dtype, config), backend)
+
+
+def check_config(
+    family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int], backend: str | None = None
+) -> TilePlan:
+    """The config's `TilePlan` if it is legal on ``backend`` (default: JAX's); else ValueError
+    naming every broken rule."""
     p = plan(family_name, shape, dtype, config)
-    problems = _alignment_problems(p) + _budget_problems(p)
+    problems = _rule_problems(p, backend)
     if problems:
         raise ValueError(
             f"{family_name} {tuple(shape)} config {dict(config)} is illegal: " + "; ".join(problems)
@@ -330,33 +404,34 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def legal_configs(
-    family_name: str, shape: Sequence[int], dtype: Any = "float32", backend: str | None = None
-) -> list[dict[str, int]]:
-    """Every legal config of a problem, in a deterministic order (see the module docstring).
-
-    `backend` is accepted for symmetry and does not change the result: the same rules apply on
-    every backend, so a data set's configs are portable.
-    """
+def candidate_configs(family_name: str, shape: Sequence[int], dtype: Any = "float32") -> list[dict[str, int]]:
+    """Every candidate config of a problem (divisible, (8, 128)-aligned; no VMEM rule), each key
+    ascending in `block_keys` order (see "Candidates and legality" in the module docstring)."""
     fam = family(family_name)
     shape = check_shape(fam.name, shape)
     dt = _dtype_name(dtype)
     full = {k: fam.tiled_size(shape, k) for k in fam.block_keys}
-    candidates = []
+    per_key = []
     for key in fam.block_keys:
-        ok = []
-        for d in _divisors(full[key]):
-            probe = dict(full, **{key: d})
-            if not _alignment_problems(fam.make_plan(shape, dt, probe)):
-                ok.append(d)
-        candidates.append(ok)
-    configs = []
-    for values in itertools.product(*candidates):
-        cfg = dict(zip(fam.block_keys, values, strict=True))
-        p = fam.make_plan(shape, dt, cfg)
-        if not _alignment_problems(p) and not _budget_problems(p):
-            configs.append(cfg)
-    return configs
+        probe = {d: dict(full, **{key: d}) for d in _divisors(full[key])}
+        per_key.append(
+            [d for d, cfg in probe.items() if not _alignment_problems(fam.make_plan(shape, dt, cfg), SUBLANE)]
+        )
+    return [dict(zip(fam.block_keys, values, strict=True)) for values in itertools.product(*per_key)]
+
+
+def legal_configs(
+    family_name: str, shape: Sequence[int], dtype: Any = "float32", backend: str | None = None
+) -> list[dict[str, int]]:
+    """Every config of a problem that is legal on ``backend`` (default: JAX's), in
+    `candidate_configs` order (see the module docstring for the rules of each backend)."""
+    fam = family(family_name)
+    dt = _dtype_name(dtype)
+    return [
+        cfg
+        for cfg in candidate_configs(fam.name, shape, dt)
+        if not _rule_problems(fam.make_plan(tuple(int(d) for d in shape), dt, cfg), backend)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,7 +462,8 @@ def build(
 
     ``body``: another kernel body for the same plan, ``body(plan, dtype)`` (e.g.
     `tpucost.tiles.overhead.overhead_body`; default the family's). ``lowering``: ``"pallas"`` or
-    ``"xla_loop"`` (`tpucost.tiles.lowering`; default the backend's, `tile_lowering`).
+    ``"xla_loop"`` (`tpucost.tiles.lowering`; default the backend's, `tile_lowering`). The config
+    must be legal on ``backend``; `kernel` builds any candidate, without arguments.
 
     Returns:
       ``(fn, args)``: ``fn(*args)`` runs the kernel (jit-able, not jitted) and returns the same
@@ -403,6 +479,26 @@ def build(
     return _kernel_fn(fam, shape, dt, config, backend, body, lowering), _make_args(fam, shape, dt)
 
 
+def kernel(
+    family_name: str,
+    shape: Sequence[int],
+    dtype: Any,
+    config: Mapping[str, int],
+    backend: str | None = None,
+    body: Callable[[TilePlan, str], Callable[..., None]] | None = None,
+    lowering: str | None = None,
+    check: bool = True,
+) -> tuple[Callable[..., jax.Array], tuple[jax.ShapeDtypeStruct, ...]]:
+    """`build`'s kernel with abstract arguments (shape and dtype only, nothing allocated), for
+    compiling. ``check=False`` skips the backend's legality rules (keys and divisibility are
+    still checked), so that a compiler can give its own verdict on any candidate."""
+    fam = family(family_name)
+    shape = check_shape(fam.name, shape)
+    dt = _dtype_name(dtype)
+    specs = tuple(jax.ShapeDtypeStruct(s, dt) for s in fam.arg_shapes(shape))
+    return _kernel_fn(fam, shape, dt, config, backend, body, lowering, check), specs
+
+
 def _kernel_fn(
     fam: TileFamily,
     shape: tuple[int, ...],
@@ -411,10 +507,11 @@ def _kernel_fn(
     backend: str | None,
     body: Callable[[TilePlan, str], Callable[..., None]] | None = None,
     lowering: str | None = None,
+    check: bool = True,
 ) -> Callable[..., jax.Array]:
     """`build`'s function, without making arguments; ``body`` replaces the family's kernel body
     (same grid, blocks and scratch: `tpucost.tiles.overhead` times an empty one)."""
-    p = check_config(fam.name, shape, dt, config)
+    p = check_config(fam.name, shape, dt, config, backend) if check else plan(fam.name, shape, dt, config)
     out_dtype = fam.output_dtype or dt
     kernel = (body or fam.body)(p, dt)
     if tile_lowering(backend, lowering) == "xla_loop":
@@ -543,9 +640,23 @@ def _transfers(block: Block, grid: tuple[int, ...]) -> int:
     return math.prod(grid[: max(depends) + 1]) if depends else 1
 
 
+def _candidate_plan(
+    family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]
+) -> TilePlan:
+    """The plan of a candidate config; ValueError naming what makes it no candidate."""
+    p = plan(family_name, shape, dtype, config)
+    problems = _alignment_problems(p, SUBLANE)
+    if problems:
+        raise ValueError(
+            f"{family_name} {tuple(shape)} config {dict(config)} is illegal: " + "; ".join(problems)
+        )
+    return p
+
+
 def tile_cost(family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]) -> TileCost:
-    """The `TileCost` of a legal config (ValueError for an illegal one)."""
-    p = check_config(family_name, shape, dtype, config)
+    """The `TileCost` of a candidate config (legal on some backend; ValueError for a config
+    that is no candidate)."""
+    p = _candidate_plan(family_name, shape, dtype, config)
     steps = math.prod(p.grid)
     total = sum(_transfers(b, p.grid) * b.block_bytes for b in p.blocks)
     return TileCost(
@@ -603,7 +714,7 @@ def _util(size: int | None, align: int) -> float:
 def config_features(
     family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]
 ) -> np.ndarray:
-    """float32[len(CONFIG_FEATURE_NAMES)] describing a legal config (table in the module docstring)."""
+    """float32[len(CONFIG_FEATURE_NAMES)] describing a candidate config (table in the module docstring)."""
     fam = family(family_name)
     shape = check_shape(fam.name, shape)
     cost = tile_cost(fam.name, shape, dtype, config)

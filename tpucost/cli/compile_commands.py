@@ -1,0 +1,116 @@
+"""``compile``: a program compiled for a target (this CPU or a TPU chip, without one), its kernels and
+the compiler's estimates (`tpucost.compiler`, `tpucost.xla_estimates`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from tpucost import backends, compiler, hlo, xla_estimates
+from tpucost.autotune.tunable import load_tunable
+from tpucost.cli.common import emit, fail
+from tpucost.programs import corpus
+
+__all__ = ["resolve_program", "cmd_compile", "add_compile_command"]
+
+
+def resolve_program(spec: str) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    """``(fn, args, compiler_options)`` of PROGRAM: ``example:NAME`` or ``FILE.py:NAME`` (the
+    autotuner's ``NAME(config) -> (fn, args)`` at its default configuration: its program space,
+    or its tile space when it declares ``NAME.kernels``), or a corpus program id
+    (``<family>-<form>-<seed>-<index>``, `tpucost.programs.corpus`). ValueError in one line otherwise."""
+    if not spec.startswith("example:") and ":" not in spec:
+        program = corpus.program_from_id(spec)
+        return program.fn, tuple(program.args), {}
+    tunable = load_tunable(spec, "program")
+    if getattr(tunable.fn, "kernels", None):
+        tunable = load_tunable(spec, "tile")
+    config = tunable.space.default
+    fn, args = tunable.build(config)
+    return fn, args, tunable.compiler_options(config)
+
+
+def _result(spec: str, estimate: xla_estimates.ProgramEstimate, cost: dict[str, float | None]) -> dict:
+    return {
+        "program": spec,
+        "target": estimate.target,
+        "compiler": estimate.compiler,
+        "kernels": estimate.kernels,
+        "cost_analysis": cost,
+        "totals": {
+            k: v
+            for k, v in dataclasses.asdict(estimate).items()
+            if k not in ("target", "compiler", "kernels")
+        },
+        "note": "xla_estimated_* and roofline_ns are model outputs (the compiler's and a documented-peak "
+        "roofline), not measurements",
+    }
+
+
+def _ns(value: float | None) -> str:
+    return "-" if value is None else f"{value / 1e3:.2f} us"
+
+
+def _print_table(r: dict) -> None:
+    c = r["compiler"]
+    libtpu = f", libtpu {c['libtpu']}" if c["libtpu"] else ""
+    print(
+        f"{r['program']} compiled for {r['target']} (jax {c['jax']}, jaxlib {c['jaxlib']}{libtpu}); not run"
+    )
+    print(f"{'kernel':<36}{'kind':<16}{'calls':>6}{'XLA estimate':>16}{'roofline':>12}")
+    for k in r["kernels"]:
+        cycles = k["xla_estimated_cycles"]
+        estimate = (
+            "-"
+            if cycles is None
+            else (_ns(k["xla_estimated_ns"]) if k["xla_estimated_ns"] else f"{cycles} cyc")
+        )
+        kind = k["custom_call_target"] or ("async copy" if k["async_copy"] else k["kind"])
+        print(
+            f"{k['name'][:35]:<36}{kind[:15]:<16}{k['calls_per_run']:>6}{estimate:>16}{_ns(k['roofline_ns']):>12}"
+        )
+    t, cost = r["totals"], r["cost_analysis"]
+    print(
+        f"{t['estimated_kernels']} of {t['compute_kernels']} kernels (async copies aside) carry the compiler's "
+        f"estimate; sum x calls: {_ns(t['xla_estimated_ns'])} ({t['xla_estimated_cycles']} cycles); "
+        f"cost_analysis optimal: {_ns(t['optimal_ns'])}; documented-peak roofline: {_ns(t['roofline_ns'])}; "
+        f"flops {cost['flops']}"
+    )
+    print("(estimates are model outputs, not measurements)")
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """``compile PROGRAM --target T``: compile (never run) and list kernels with the estimates."""
+    try:
+        target = backends.target(args.target)
+        fn, fn_args, options = resolve_program(args.program)
+        program = compiler.compile_for_target(fn, fn_args, target, options if not target.is_tpu else None)
+    except compiler.TpuCompilerMissing as err:
+        return fail(err)
+    except (ValueError, hlo.HloParseError) as err:
+        return fail(err)
+    except Exception as err:  # the compiler's refusal of the user's program: one line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return fail(f"{args.program}: compiling for {args.target} failed: {type(err).__name__}: {first}")
+    estimate = xla_estimates.program_estimate(program)
+    return emit(_result(args.program, estimate, program.cost_analysis), args.json, _print_table)
+
+
+def add_compile_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compile",
+        help="compile a program for a target (cpu, tpu-v5e, ...) and list its kernels; never runs it",
+    )
+    p.add_argument(
+        "program", help="example:NAME, FILE.py:NAME (NAME(config) -> (fn, args)) or a corpus program id"
+    )
+    p.add_argument(
+        "--target",
+        default="cpu",
+        help=f"cpu (this machine) or a TPU target: {', '.join(t for t in backends.TARGETS if t != 'cpu')} "
+        f"(tpu = {backends.DEFAULT_TPU_TARGET}); TPU targets need the tpu extra",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_compile)
