@@ -7,6 +7,7 @@ that compile for a TPU skip, saying so, and the missing-compiler path is tested 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -321,3 +322,137 @@ def test_compile_command_on_the_cpu_target_reads_a_corpus_program(capsys):
     assert result["target"] == "cpu" and result["compiler"]["libtpu"] is None
     assert result["kernels"] and all(k["xla_estimated_cycles"] is None for k in result["kernels"])
     assert result["cost_analysis"]["flops"] > 0
+
+
+# --- what the notebooks show: bundled modules, summaries, configurations, Table 2's row ------
+
+
+def test_module_summary_counts_what_each_compiler_made():
+    summary = kernels.module_summary(hlo.parse_module(ASYNC_COPY))
+    assert summary["kernels"] == 2 and summary["asynchronous copies"] == 1
+    assert summary["lone ops"] == 2 and summary["tiled outputs"] == 2
+    assert summary["outputs in memory space 1"] == 1  # the online-softmax's; the add writes to HBM
+
+
+@pytest.mark.parametrize("name", ["nb01_small_cnn", "nb03_net"])
+def test_bundled_programs_load_with_their_provenance(name):
+    program, provenance = compiler.load_bundled_program(name)
+    assert program.target.name == provenance["target"] == "tpu-v5e"
+    assert provenance["compiler"]["libtpu"] and provenance["command"] == "python tools/bundle_tpu_programs.py"
+    assert program.cost_analysis["flops"] > 0
+    assert xla_estimates.program_estimate(program).estimated_kernels > 0
+
+
+def test_without_libtpu_the_notebooks_read_the_bundled_modules(monkeypatch):
+    monkeypatch.setattr(compiler, "tpu_compiler_available", lambda: False)
+    program, source = compiler.compile_or_bundled(_mlp, _mlp_args(), "tpu-v5e", bundled="nb03_net")
+    assert source.startswith("bundled: notebook 03's Net") and 'pip install "tpucost[tpu]"' in source
+    assert program.module.entry is not None
+    rows, source = xla_estimates.configuration_estimates_or_bundled(
+        _mlp, _mlp_args(), ["default"], bundled="nb05_mixer_configurations"
+    )
+    assert source.startswith("bundled: example:mixer") and rows[0]["configuration"] == "default"
+    with pytest.raises(FileNotFoundError, match="no bundled TPU program 'nothing'"):
+        compiler.compile_or_bundled(_mlp, _mlp_args(), "tpu-v5e", bundled="nothing")
+
+
+@pytest.mark.slow
+@needs_libtpu
+def test_bundled_modules_still_hold_the_compiler_s_kernels():
+    """The bundled modules are what tools/bundle_tpu_programs.py compiles now (kernel by kernel: the
+    text's metadata holds file paths); the libtpu that wrote them is the newest pins'."""
+    import project_tools
+
+    tool = project_tools.load("bundle_tpu_programs")
+    for name, (_, fn, args) in tool.bundled_programs().items():
+        bundled, provenance = compiler.load_bundled_program(name)
+        if provenance["compiler"] != compiler.compiler_versions("tpu-v5e"):
+            pytest.skip(
+                f"{name} was compiled by {provenance['compiler']}, this is {compiler.compiler_versions('tpu-v5e')}"
+            )
+        now = compiler.compile_for_target(fn, args, "tpu-v5e")
+        assert xla_estimates.kernel_rows(bundled) == xla_estimates.kernel_rows(now), name
+
+
+@pytest.mark.core
+@needs_libtpu
+def test_tpu_configurations_are_checked_against_libtpu_and_change_the_kernels(monkeypatch):
+    names = corpus.compile_option_configurations("tpu")
+    assert names[0] == "default" and "tpu_no_multi_output_fusion" in names
+    assert not any(n in names for n in ("no_fusion", "no_library_fusion"))  # XLA:CPU's
+    rows = {
+        r["configuration"]: r
+        for r in xla_estimates.configuration_estimates(
+            _mlp,
+            _mlp_args(),
+            "tpu-v5e",
+            ["default", "tpu_no_multi_output_fusion", "tpu_no_conv_input_fusion"],
+        )
+    }
+    assert all(r["xla_estimated_ns"] > 0 for r in rows.values())
+    assert len({(r["kernels"], r["xla_estimated_cycles"]) for r in rows.values()}) > 1
+    # an option libtpu does not know is left out of the space, by asking libtpu
+    fake = corpus.CompileConfig("tpu_fake", "not an option", {"xla_tpu_no_such_option_here": True})
+    monkeypatch.setitem(corpus.CONFIGURATIONS, "tpu_fake", fake)
+    tpu = backends.BACKENDS["tpu"]
+    with_fake = dataclasses.replace(tpu, compile_configurations=(*tpu.compile_configurations, "tpu_fake"))
+    monkeypatch.setitem(backends.BACKENDS, "tpu", with_fake)
+    assert corpus.compile_option_configurations("tpu") == names
+    assert compiler.unsupported_compile_options(fake.compiler_options, "tpu-v5e") == [
+        "xla_tpu_no_such_option_here"
+    ]
+
+
+def test_the_estimates_row_needs_labels_from_a_tpu():
+    from tpucost.data import kernel as kernel_data
+
+    ds = kernel_data.load_kernel_dataset()
+    with pytest.raises(ValueError, match="measured on cpu.*needs labels measured on a TPU"):
+        xla_estimates.evaluate_estimates(ds, kernel_data.split(ds, "random"))
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@needs_libtpu
+def test_the_estimates_row_scores_a_tpu_data_set():
+    """A data set as a v5e would measure it (labels: the estimates x 1.5, so the row's error is
+    known): the row matches every kernel the compiler estimated and scores them."""
+    from tpucost.data import kernel as kernel_data
+    from tpucost.data.splits import Split
+
+    parts, names = [], ["mlp-forward-0-0", "cnn-grad-0-0", "norm_softmax-forward-0-1"]
+    for program_id in names:
+        program = corpus.program_from_id(program_id)
+        compiled = compiler.compile_for_target(program.fn, program.args, "tpu-v5e")
+        pairs = [
+            (k, r)
+            for k, r in zip(
+                kernels.decompose(compiled.module), xla_estimates.kernel_rows(compiled), strict=True
+            )
+            if r["xla_estimated_ns"]
+        ]
+        meta = {
+            "program_id": program_id,
+            "family": program.family,
+            "form": program.form,
+            "configuration": "default",
+            "backend": "tpu",
+            "device_kind": "TPU v5 lite",
+            "jax_version": jax.__version__,
+        }
+        parts.append(
+            kernel_data.from_graphs(
+                [features.featurize(k) for k, _ in pairs],
+                [1.5 * r["xla_estimated_ns"] for _, r in pairs],
+                [r["calls_per_run"] for _, r in pairs],
+                meta,
+            )
+        )
+    ds = kernel_data.concat(parts)
+    rows = np.arange(len(ds))
+    split = Split("program", np.array([]), np.array([]), np.array(sorted(names)), rows[:0], rows[:0], rows)
+    result = xla_estimates.evaluate_estimates(ds, split)
+    assert result["n_dropped"] == 0 and result["n_kernels"] == len(ds)
+    assert result["kendall_median"] == pytest.approx(1.0)
+    if result["mape_ge5us"] is not None and not np.isnan(result["mape_ge5us"]):
+        assert result["mape_ge5us"] == pytest.approx(100 / 3, rel=1e-3)  # |1 - 1.5| / 1.5

@@ -64,6 +64,7 @@ __all__ = [
     "TARGETS",
     "DEFAULT_TPU_TARGET",
     "target",
+    "tpu_target",
 ]
 
 
@@ -274,3 +275,8 @@ def target(name: str | None = None) -> Target:
             f"unknown target {name!r}; expected one of {sorted(TARGETS)} (or 'tpu' for {DEFAULT_TPU_TARGET})"
         )
     return TARGETS[key]
+
+
+def tpu_target(device_kind: str) -> Target | None:
+    """The TPU `Target` whose chip JAX calls ``device_kind`` (``"TPU v5 lite"`` -> tpu-v5e), or None."""
+    return next((t for t in TARGETS.values() if t.is_tpu and t.device_kind == device_kind), None)

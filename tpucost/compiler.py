@@ -15,6 +15,12 @@ estimate of its cost in cycles (`estimated_cycles`).
 * `tpucost.xla_estimates` reads the compiler's estimate of each kernel from the module. An estimate
   is a model's output, never a measurement.
 
+Learners without libtpu still see what the TPU compiler makes of the notebooks' programs: those
+ship compiled in ``tpucost/bundled/tpu/<name>.hlo``, each with its provenance in ``<name>.json``
+(the command, the date, the versions of jax, jaxlib and libtpu, ``cost_analysis``), written by
+``python tools/bundle_tpu_programs.py``; `compile_or_bundled` compiles where it can and reads the
+bundled module where it cannot, and says which.
+
 Where the machine is a TPU of the target's kind, the real device is used instead of a described
 one (same compiler). A missing libtpu raises `TpuCompilerMissing`, whose message says which extra to
 install. Colab's TPU image (jax 0.7.2) ships libtpu 0.0.21.1, whose deviceless compile crashes the
@@ -25,10 +31,14 @@ jax installs libtpu 0.0.23, the version ``jax[tpu]==0.7.2`` asks for.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import importlib.metadata
 import importlib.util
+import os
 from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -36,6 +46,7 @@ import jaxlib
 import numpy as np
 
 from tpucost import backends, compat, hlo
+from tpucost.files import read_json_object, write_json_atomic, write_text_atomic
 from tpucost.measure import compile_fn
 from tpucost.tpu_host import quiet_libtpu_startup
 
@@ -49,6 +60,10 @@ __all__ = [
     "abstract_arguments",
     "compile_for_target",
     "unsupported_compile_options",
+    "bundled_program_path",
+    "save_bundled_program",
+    "load_bundled_program",
+    "compile_or_bundled",
 ]
 
 #: What to run to get the TPU compiler.
@@ -174,6 +189,8 @@ def compile_for_target(
         options = dict(compiler_options or {}) or None
         compiled = jax.jit(fn).lower(*placed).compile(compiler_options=options)
     else:
+        if jax.default_backend() != "cpu":  # on an accelerator, arguments on the host compile for XLA:CPU
+            args = jax.device_put(tuple(args), jax.devices("cpu")[0])
         compiled = compile_fn(fn, args, compiler_options)
     text = compiled.as_text()
     return TargetProgram(
@@ -206,3 +223,70 @@ def unsupported_compile_options(options: Mapping[str, Any], target: backends.Tar
     if not target.is_tpu:
         return compat.unsupported_compile_options(options)
     return [name for name, value in options.items() if not _option_accepted(target.name, name, str(value))]
+
+
+def bundled_program_path(name: str) -> Path:
+    """``tpucost/bundled/tpu/<name>.hlo``: a notebook program compiled for a TPU in CI (its
+    provenance beside it, ``<name>.json``)."""
+    return Path(str(resources.files("tpucost") / "bundled" / "tpu" / f"{name}.hlo"))
+
+
+def save_bundled_program(
+    program: TargetProgram, name: str, what: str, command: str, path: str | os.PathLike | None = None
+) -> Path:
+    """Write ``program`` as bundled program ``name`` (text and provenance); ``what`` says which
+    program it is, ``command`` what wrote it. Returns the text's path."""
+    out = Path(path) if path is not None else bundled_program_path(name)
+    write_text_atomic(out, program.text)
+    write_json_atomic(
+        out.with_suffix(".json"),
+        {
+            "program": what,
+            "target": program.target.name,
+            "compiler": program.compiler,
+            "cost_analysis": program.cost_analysis,
+            "command": command,
+            "date": datetime.date.today().isoformat(),
+            "note": "compiled, never run: a module of the TPU compiler, and its own estimates",
+        },
+    )
+    return out
+
+
+def load_bundled_program(
+    name: str, path: str | os.PathLike | None = None
+) -> tuple[TargetProgram, dict[str, Any]]:
+    """The bundled program ``name`` as a `TargetProgram`, and its provenance; FileNotFoundError
+    naming the file when there is none."""
+    text_path = Path(path) if path is not None else bundled_program_path(name)
+    if not text_path.is_file():
+        raise FileNotFoundError(f"no bundled TPU program {name!r} at {text_path}")
+    provenance = read_json_object(text_path.with_suffix(".json"), "a bundled TPU program's provenance")
+    text = text_path.read_text(encoding="utf-8")
+    program = TargetProgram(
+        target=backends.target(provenance["target"]),
+        text=text,
+        module=hlo.parse_module(text, source=str(text_path)),
+        cost_analysis=dict(provenance["cost_analysis"]),
+        compiler=dict(provenance["compiler"]),
+    )
+    return program, provenance
+
+
+def compile_or_bundled(
+    fn: Callable[..., Any], args: Sequence[Any], target: backends.Target | str, bundled: str
+) -> tuple[TargetProgram, str]:
+    """``fn(*args)`` compiled for ``target`` where libtpu is installed (or for the CPU target),
+    else the bundled program ``bundled`` (the same program at the notebook's default sizes);
+    and one sentence saying which, with the compiler's versions."""
+    target = backends.target(target) if isinstance(target, str) else target
+    if not target.is_tpu or tpu_compiler_available():
+        program = compile_for_target(fn, args, target)
+        libtpu = program.compiler["libtpu"]
+        return program, f"compiled here for {target.name}" + (f" by libtpu {libtpu}" if libtpu else "")
+    program, provenance = load_bundled_program(bundled)
+    c = provenance["compiler"]
+    return program, (
+        f"bundled: {provenance['program']}, compiled for {program.target.name} by libtpu {c['libtpu']} "
+        f"(jax {c['jax']}) on {provenance['date']}; to compile your own: {INSTALL_HINT}"
+    )

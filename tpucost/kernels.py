@@ -58,6 +58,7 @@ __all__ = [
     "Kernel",
     "decompose",
     "kernel_of_instruction",
+    "module_summary",
 ]
 
 #: Opcodes that never run as a kernel: they only name, group or alias values.
@@ -249,3 +250,33 @@ def _kind(inst: Instruction) -> str:
         if isinstance(fusion_config, dict) and fusion_config.get("kind"):
             return str(fusion_config["kind"])  # e.g. __ynn_fusion, __triton_gemm
     return str(inst.attributes.get("kind", "fusion"))
+
+
+def module_summary(module: Module) -> dict[str, int]:
+    """What a compiler made of a program, in counts (to set two compilers' modules side by side).
+
+    Keys: ``kernels`` (async copies aside), ``asynchronous copies``, ``kLoop fusions``, ``kInput
+    fusions``, ``kOutput fusions``, ``kCustom fusions`` (by the fusion's ``kind`` attribute: XLA:CPU's
+    YNNPACK fusions are ``kCustom``), ``lone ops``, ``dot ops`` and
+    ``convolution ops`` (nodes of all kernels), ``tiled outputs`` (kernels whose output layout has
+    tiles ``T(...)``) and ``outputs in memory space 1`` (``S(1)``: the TPU's VMEM).
+    """
+    ks = decompose(module)
+    compute = [k for k in ks if not k.is_async_copy]
+    nodes = [n for k in compute for n in k.nodes]
+    layouts = [k.instruction.shape.layout for k in compute]
+    return {
+        "kernels": len(compute),
+        "asynchronous copies": len(ks) - len(compute),
+        **{
+            f"{kind} fusions": sum(
+                k.opcode == "fusion" and k.instruction.attributes.get("kind") == kind for k in compute
+            )
+            for kind in ("kLoop", "kInput", "kOutput", "kCustom")
+        },
+        "lone ops": sum(k.opcode != "fusion" for k in compute),
+        "dot ops": sum(n.opcode == "dot" for n in nodes),
+        "convolution ops": sum(n.opcode == "convolution" for n in nodes),
+        "tiled outputs": sum(bool(layout and layout.tiles) for layout in layouts),
+        "outputs in memory space 1": sum(bool(layout and layout.memory_space == 1) for layout in layouts),
+    }

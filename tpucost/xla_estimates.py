@@ -20,8 +20,11 @@ None), estimates stay in cycles and their ns are None.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +33,10 @@ from tpucost import analytical, backends, compiler, features, kernels
 from tpucost.backends import Target
 from tpucost.compiler import TargetProgram
 from tpucost.data import kernel as kernel_data
+from tpucost.data.splits import Split
+from tpucost.files import read_json_object, write_json_atomic
 from tpucost.programs import corpus
+from tpucost.tasks import kernel as kernel_task
 
 __all__ = [
     "estimated_cycles",
@@ -39,7 +45,10 @@ __all__ = [
     "ProgramEstimate",
     "program_estimate",
     "configuration_estimates",
+    "save_bundled_configuration_estimates",
+    "configuration_estimates_or_bundled",
     "estimate_predictor",
+    "evaluate_estimates",
 ]
 
 
@@ -183,6 +192,47 @@ def configuration_estimates(
     return rows
 
 
+def _bundled_configurations_path(name: str) -> Path:
+    return compiler.bundled_program_path(name).with_suffix(".json")
+
+
+def save_bundled_configuration_estimates(
+    rows: Sequence[dict[str, Any]], name: str, what: str, command: str, path: str | os.PathLike | None = None
+) -> Path:
+    """Write `configuration_estimates` rows of a TPU target as ``tpucost/bundled/tpu/<name>.json``
+    with their provenance (what program, the command, the date, the compiler's versions)."""
+    out = Path(path) if path is not None else _bundled_configurations_path(name)
+    return write_json_atomic(
+        out,
+        {
+            "program": what,
+            "target": backends.DEFAULT_TPU_TARGET,
+            "compiler": compiler.compiler_versions(backends.DEFAULT_TPU_TARGET),
+            "command": command,
+            "date": datetime.date.today().isoformat(),
+            "note": "compiled, never run: the TPU compiler's own estimates under each configuration",
+            "rows": list(rows),
+        },
+    )
+
+
+def configuration_estimates_or_bundled(
+    fn: Callable[..., Any], args: Sequence[Any], configurations: Iterable[str], bundled: str
+) -> tuple[list[dict[str, Any]], str]:
+    """`configuration_estimates` for `tpucost.backends.DEFAULT_TPU_TARGET` where libtpu is installed,
+    else the bundled rows ``bundled`` (another program's, maybe: the sentence returned says which)."""
+    if compiler.tpu_compiler_available():
+        rows = configuration_estimates(fn, args, backends.DEFAULT_TPU_TARGET, configurations)
+        libtpu = compiler.compiler_versions(backends.DEFAULT_TPU_TARGET)["libtpu"]
+        return rows, f"compiled here for {backends.DEFAULT_TPU_TARGET} by libtpu {libtpu}"
+    saved = read_json_object(_bundled_configurations_path(bundled), "bundled TPU configuration estimates")
+    c = saved["compiler"]
+    return list(saved["rows"]), (
+        f"bundled: {saved['program']}, compiled for {saved['target']} by libtpu {c['libtpu']} (jax {c['jax']}) on "
+        f"{saved['date']}; to compile your own: {compiler.INSTALL_HINT}"
+    )
+
+
 def estimate_predictor(
     programs: Iterable[tuple[str, str]], target: Target | str
 ) -> Callable[[Sequence[features.KernelGraph]], np.ndarray]:
@@ -213,3 +263,26 @@ def estimate_predictor(
         return np.array([estimates.get(h, np.nan) for h in hashes], dtype=np.float64)
 
     return predict
+
+
+def evaluate_estimates(ds: kernel_data.KernelDataset, split: Split) -> dict[str, Any]:
+    """Table 2's analytical row on a TPU: the compiler's estimates scored like a model
+    (`tpucost.tasks.kernel.evaluate_split`) on the test programs of ``split``, each compiled again
+    for the chip the data set was measured on, under the configurations it was measured under.
+
+    Raises ValueError, saying why, when ``ds`` was not measured on one TPU chip that `TARGETS`
+    knows: the estimates predict a TPU's kernels, and another device's labels (the bundled data
+    set is XLA:CPU's) hold none of them.
+    """
+    measured_on = sorted(set(ds.table.columns["backend"].astype(str)))
+    kinds = sorted(set(ds.table.columns["device_kind"].astype(str)))
+    target = backends.tpu_target(kinds[0]) if measured_on == ["tpu"] and len(kinds) == 1 else None
+    if target is None:
+        raise ValueError(
+            f"this data set was measured on {', '.join(measured_on)} ({', '.join(kinds)}): the TPU compiler's "
+            "estimates predict a TPU's kernels, so their row needs labels measured on a TPU of a known kind "
+            "(notebook 02 on a TPU runtime)"
+        )
+    tests = np.isin(ds.source_program_id, split.test_ids)
+    pairs = zip(ds.source_program_id[tests].tolist(), ds.source_configuration[tests].tolist(), strict=True)
+    return kernel_task.evaluate_split(ds, split, estimate_predictor(pairs, target))

@@ -41,6 +41,25 @@ from tpucost.solutions.grading import (
 from tpucost.tasks import kernel
 
 
+class Net(nnx.Module):
+    """Section 5's program, a two-layer MLP with layer norm (the notebook defines the same class):
+    built here too so that its TPU module can be bundled (`net_program`)."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.a = nnx.Linear(96, 192, rngs=rngs)
+        self.b = nnx.Linear(192, 48, rngs=rngs)
+        self.norm = nnx.LayerNorm(48, rngs=rngs)
+
+    def __call__(self, x):
+        return jax.nn.log_softmax(self.norm(self.b(nnx.gelu(self.a(x)))))
+
+
+def net_program(seed: int = 0) -> tuple[Callable[..., Any], tuple[jax.Array]]:
+    """``(fn, (x,))``: section 5's ``Net`` applied to a 64 x 96 batch, as the notebook builds it."""
+    net = Net(nnx.Rngs(seed))
+    return (lambda x: net(x)), (jnp.ones((64, 96)),)
+
+
 def sage_layer_by_hand(
     layer: Any, h: jax.Array, senders: jax.Array, receivers: jax.Array, reduce: str = "sum"
 ) -> jax.Array:

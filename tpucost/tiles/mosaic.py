@@ -23,25 +23,34 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tpucost import compiler
 from tpucost.tiles import problems
-from tpucost.tiles.families import family
-from tpucost.tpu_host import tpu_chip_here
+from tpucost.tiles.families import TILE_FAMILIES, family
 
 __all__ = [
     "DEFAULT_TARGET",
     "BUNDLED_PROBLEMS",
+    "compile_row_major",
+    "scoped_vmem_bytes",
     "mosaic_verdict",
     "verdicts",
     "agreement",
     "problem_report",
+    "SWEEP_STREAM",
+    "sweep_problems",
+    "agreement_sweep",
+    "format_sweep",
     "bundled_path",
     "write_bundled",
     "load_bundled",
@@ -66,14 +75,6 @@ BUNDLED_PROBLEMS: tuple[tuple[str, tuple[int, ...], str], ...] = (
 )
 
 
-def _allow_shared_libtpu() -> None:
-    """On a machine without a TPU chip, let several processes load libtpu at once (its lock file
-    guards a chip; a deviceless compile holds none). Without it a second process that compiles
-    for a TPU fails with ``ABORTED: Internal error when accessing libtpu multi-process lockfile``."""
-    if not tpu_chip_here():
-        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-
-
 def _first_line(err: BaseException) -> str:
     """The first informative line of a compiler error: its first line, plus the sentence that
     says by how much VMEM ran out when it has one (the first line alone is a bare error code)."""
@@ -87,6 +88,75 @@ def _first_line(err: BaseException) -> str:
     return first if len(first) <= 300 else first[:297] + "..."
 
 
+def compile_row_major(
+    family_name: str,
+    shape: Sequence[int],
+    dtype: Any,
+    config: Mapping[str, int],
+    target: str = DEFAULT_TARGET,
+    vmem_limit_bytes: int | None = None,
+) -> Any:
+    """One configuration's kernel compiled (never run) for ``target`` with its arguments and
+    result in row-major layouts (`jax.experimental.layout.Format`): the layouts the Pallas call
+    asks of its operands, which its producers inside a program are given. Returns jax's compiled
+    object; raises jax's error when the compiler refuses, `tpucost.compiler.TpuCompilerMissing`
+    without libtpu. ``vmem_limit_bytes``: Mosaic's scoped VMEM limit (default: the chip's, 16 MiB
+    on a v5e), for measuring what a kernel needs.
+
+    Why not XLA's default layouts: a standalone ``jax.jit`` lets XLA choose the entry layouts, and
+    for a dim that is no multiple of the tile it picks the less padded one (``f32[1744,2328]``
+    becomes ``{0,1:T(8,128)}``, ``bf16[2,1300,128]`` ``{2,0,1:T(2,128)}``), then relayouts with a
+    ``copy`` that memory-space assignment places in VMEM (``S(1)``) when it fits. The kernel then
+    reads whole operands already in VMEM, outside its 16 MiB of scoped VMEM, and compiles with
+    blocks far over it: a verdict on XLA's layout preference for the array, not on the blocks."""
+    import jax  # only here: the module is imported by tile commands that never compile
+    from jax.experimental.layout import Format, Layout
+
+    cfg = dict(config)
+    fn, specs = problems.kernel(family_name, shape, dtype, cfg, "tpu", lowering="pallas", check=False)
+    if vmem_limit_bytes is not None:
+        fn, specs = _with_vmem_limit(family_name, shape, dtype, cfg, int(vmem_limit_bytes))
+    mesh = jax.sharding.Mesh(np.array([compiler.target_device(target)]), ("x",))
+    placed = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+    def row_major(rank: int) -> Any:
+        return Format(Layout(tuple(range(rank))), placed)
+
+    args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=row_major(len(s.shape))) for s in specs]
+    out = jax.eval_shape(fn, *specs)
+    return jax.jit(fn, out_shardings=row_major(len(out.shape))).lower(*args).compile()
+
+
+def _with_vmem_limit(
+    family_name: str, shape: Sequence[int], dtype: Any, config: dict[str, int], limit: int
+) -> tuple[Any, Any]:
+    """`tpucost.tiles.kernel` with Mosaic's ``vmem_limit_bytes`` set."""
+    from unittest import mock
+
+    from jax.experimental.pallas import tpu as pltpu
+
+    params = pltpu.CompilerParams
+
+    def with_limit(**kwargs: Any) -> Any:
+        return params(**{**kwargs, "vmem_limit_bytes": limit})
+
+    with mock.patch.object(problems.pltpu, "CompilerParams", with_limit):
+        return problems.kernel(family_name, shape, dtype, config, "tpu", lowering="pallas", check=False)
+
+
+def scoped_vmem_bytes(compiled: Any) -> int | None:
+    """The scoped VMEM the compiled Pallas kernel uses (``used_scoped_memory_configs`` of its
+    ``tpu_custom_call`` in the optimized module), or None when the module does not say."""
+    for line in compiled.as_text().splitlines():
+        if "tpu_custom_call" in line:
+            sizes = re.findall(
+                r'"used_scoped_memory_configs":\[\{"memory_space":"1","offset":"\d+","size":"(\d+)"', line
+            )
+            if sizes:
+                return int(sizes[0])
+    return None
+
+
 def mosaic_verdict(
     family_name: str,
     shape: Sequence[int],
@@ -95,17 +165,33 @@ def mosaic_verdict(
     target: str = DEFAULT_TARGET,
 ) -> tuple[bool, str | None]:
     """``(compiles, first line of the error or None)``: Mosaic's verdict on one configuration,
-    compiled (never run) for ``target``. Raises `tpucost.compiler.TpuCompilerMissing` without
-    libtpu, ValueError for a bad family, shape, dtype or a config that does not divide."""
-    _allow_shared_libtpu()
-    fn, specs = problems.kernel(family_name, shape, dtype, config, "tpu", lowering="pallas", check=False)
+    compiled (never run) for ``target`` with row-major operands (`compile_row_major`). Raises
+    `tpucost.compiler.TpuCompilerMissing` without libtpu, ValueError for a bad family, shape,
+    dtype or a config that does not divide."""
+    problems.plan(family_name, shape, dtype, config)  # ValueError before any compiling
     try:
-        compiler.compile_for_target(fn, specs, target)
+        compile_row_major(family_name, shape, dtype, config, target)
     except compiler.TpuCompilerMissing:
         raise
     except Exception as err:  # noqa: BLE001 - any refusal (lowering or compiling) is the verdict
         return False, _first_line(err)
     return True, None
+
+
+def _verdict_row(
+    family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int], target: str
+) -> dict[str, Any]:
+    """One row of `verdicts`: ``config``, ``legal``, ``compiles``, ``error``, ``compile_s``."""
+    legal = not problems.config_problems(family_name, shape, dtype, config, backend="tpu")
+    start = time.perf_counter()
+    compiles, error = mosaic_verdict(family_name, shape, dtype, config, target)
+    return {
+        "config": dict(config),
+        "legal": legal,
+        "compiles": compiles,
+        "error": error,
+        "compile_s": round(time.perf_counter() - start, 4),
+    }
 
 
 def verdicts(
@@ -117,21 +203,10 @@ def verdicts(
     shape = problems.check_shape(fam.name, shape)
     if not compiler.tpu_compiler_available():
         raise compiler.TpuCompilerMissing(f"Mosaic's verdict needs the TPU compiler: {compiler.INSTALL_HINT}")
-    rows = []
-    for config in problems.candidate_configs(fam.name, shape, dtype):
-        legal = not problems.config_problems(fam.name, shape, dtype, config, backend="tpu")
-        start = time.perf_counter()
-        compiles, error = mosaic_verdict(fam.name, shape, dtype, config, target)
-        rows.append(
-            {
-                "config": config,
-                "legal": legal,
-                "compiles": compiles,
-                "error": error,
-                "compile_s": round(time.perf_counter() - start, 4),
-            }
-        )
-    return rows
+    return [
+        _verdict_row(fam.name, shape, dtype, c, target)
+        for c in problems.candidate_configs(fam.name, shape, dtype)
+    ]
 
 
 def agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -169,6 +244,159 @@ def problem_report(
         "agreement": agreement(rows),
         "candidates": rows,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# The agreement sweep: random problems the rules were not written for
+# ---------------------------------------------------------------------------------------------
+
+#: Mixed into every sweep's seed, so that its problems are drawn from a stream of their own (not
+#: the notebook's, the bundled file's or `tpucost.tiles.sample_shapes`' draws).
+SWEEP_STREAM = 0x5EE9
+
+#: The kinds of dim a sweep draws: a multiple of 128, a multiple of 8 that is no multiple of 128,
+#: and (``odd_dims``) a dim that is no multiple of 8.
+DIM_KINDS = ("lane", "sublane", "odd")
+
+#: The largest operand or output a sweep's problem may have (bytes at 4 bytes an element): big
+#: enough that full-dim blocks pass the 16 MiB of scoped VMEM, small enough to compile quickly.
+SWEEP_MAX_ARRAY_BYTES = 48 * 2**20
+
+
+def _sweep_dim(rng: Any, lo: int, hi: int, kinds: Sequence[str]) -> int:
+    """One dim in about ``[lo, hi]``, log-uniform, of a kind drawn from ``kinds``."""
+    kind = kinds[int(rng.integers(len(kinds)))]
+    size = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+    if kind == "lane":
+        return max(128, 128 * round(size / 128))
+    if kind == "sublane":
+        size = max(8, 8 * round(size / 8))
+        return size + 8 if size % 128 == 0 else size
+    size = max(1, size)
+    return size + 1 if size % 8 == 0 else size
+
+
+def _sweep_shape(name: str, rng: Any, kinds: Sequence[str]) -> tuple[int, ...]:
+    """One random problem shape of family ``name`` (sizes chosen so that the largest blocks
+    cross the VMEM budget)."""
+    if name == "matmul":
+        return tuple(_sweep_dim(rng, 8, 4096, kinds) for _ in range(3))
+    if name == "bmm":
+        return (int(rng.integers(1, 9)),) + tuple(_sweep_dim(rng, 8, 2048, kinds) for _ in range(3))
+    if name in ("softmax", "layernorm", "reduce"):
+        return (_sweep_dim(rng, 8, 8192, kinds), _sweep_dim(rng, 8, 8192, kinds))
+    if name == "attention":
+        return (int(rng.integers(1, 5)), _sweep_dim(rng, 8, 4096, kinds), _sweep_dim(rng, 8, 256, kinds))
+    if name == "conv":
+        hw = int(rng.integers(3, 33))
+        return (
+            int(rng.integers(1, 5)),
+            hw,
+            hw,
+            _sweep_dim(rng, 1, 128, kinds),
+            _sweep_dim(rng, 8, 512, kinds),
+        )
+    raise ValueError(f"no sweep shapes for tile family {name!r}")
+
+
+def sweep_problems(
+    n_problems: int,
+    seed: int = 0,
+    families: Sequence[str] | None = None,
+    dtypes: Sequence[str] = problems.SUPPORTED_DTYPES,
+    odd_dims: bool = True,
+) -> list[tuple[str, tuple[int, ...], str]]:
+    """``n_problems`` random ``(family, shape, dtype)``, deterministic for ``seed``: families in
+    turn, a dtype drawn per problem, each dim a multiple of 128, a multiple of 8 (not of 128) or,
+    with ``odd_dims``, no multiple of 8 (`DIM_KINDS`), log-uniform in a family's range; no array
+    over `SWEEP_MAX_ARRAY_BYTES`. Drawn from a stream of their own (`SWEEP_STREAM`)."""
+    names = [family(f).name for f in (families or TILE_FAMILIES)]
+    dts = [problems._dtype_name(d) for d in dtypes]
+    if n_problems < 0 or not names or not dts:
+        raise ValueError("a sweep needs n_problems >= 0, a family and a dtype")
+    kinds = DIM_KINDS if odd_dims else DIM_KINDS[:2]
+    rng = np.random.default_rng([SWEEP_STREAM, int(seed)])
+    out: list[tuple[str, tuple[int, ...], str]] = []
+    while len(out) < n_problems:
+        name = names[len(out) % len(names)]
+        dtype = dts[int(rng.integers(len(dts)))]
+        shape = _sweep_shape(name, rng, kinds)
+        fam = family(name)
+        if max(math.prod(s) for s in fam.arg_shapes(shape)) * 4 > SWEEP_MAX_ARRAY_BYTES:
+            continue
+        if (name, shape, dtype) not in out:
+            out.append((name, shape, dtype))
+    return out
+
+
+def agreement_sweep(
+    n_problems: int,
+    seed: int = 0,
+    families: Sequence[str] | None = None,
+    dtypes: Sequence[str] = problems.SUPPORTED_DTYPES,
+    odd_dims: bool = True,
+    per_problem: int = 4,
+    target: str = DEFAULT_TARGET,
+) -> dict[str, Any]:
+    """The rules against Mosaic on random problems (`sweep_problems`): up to ``per_problem``
+    candidates of each (drawn at random, the same ``seed``), compiled for ``target``.
+
+    Returns ``{"seed", "problems", "target", "compiler", "seconds", "agreement" (of every row:
+    `agreement`), "misses" (the rows where the rules and Mosaic disagree, each with its family,
+    shape and dtype)}``: what ``python -m tpucost tiles-legal --sweep N --seed S`` prints."""
+    if per_problem < 1:
+        raise ValueError(f"per_problem must be >= 1, got {per_problem}")
+    if not compiler.tpu_compiler_available():
+        raise compiler.TpuCompilerMissing(f"Mosaic's verdict needs the TPU compiler: {compiler.INSTALL_HINT}")
+    start = time.perf_counter()
+    pick = np.random.default_rng([SWEEP_STREAM, int(seed), 1])
+    rows, misses = [], []
+    drawn = sweep_problems(n_problems, seed, families, dtypes, odd_dims)
+    for name, shape, dtype in drawn:
+        candidates = problems.candidate_configs(name, shape, dtype)
+        if len(candidates) > per_problem:
+            chosen = sorted(pick.choice(len(candidates), per_problem, replace=False))
+            candidates = [candidates[i] for i in chosen]
+        for config in candidates:
+            row = _verdict_row(name, shape, dtype, config, target)
+            rows.append(row)
+            if row["legal"] != row["compiles"]:
+                misses.append({"family": name, "shape": list(shape), "dtype": dtype, **row})
+    return {
+        "seed": int(seed),
+        "problems": len(drawn),
+        "families": sorted({f for f, _, _ in drawn}),
+        "odd_dims": bool(odd_dims),
+        "per_problem": per_problem,
+        "target": target,
+        "compiler": compiler.compiler_versions(target),
+        "seconds": round(time.perf_counter() - start, 1),
+        "agreement": agreement(rows),
+        "misses": misses,
+    }
+
+
+def format_sweep(report: Mapping[str, Any]) -> str:
+    """`agreement_sweep`'s report as the lines the CLI prints."""
+    a = report["agreement"]
+    pct = 100 * (a["agreement"] or 0.0)
+    lines = [
+        f"sweep seed {report['seed']}: {report['problems']} random problems "
+        f"({'odd dims included' if report['odd_dims'] else 'dims multiples of 8'}), up to "
+        f"{report['per_problem']} candidates each, compiled for {report['target']} "
+        f"(libtpu {report['compiler']['libtpu']}, jax {report['compiler']['jax']}) in {report['seconds']} s",
+        f"candidates: {a['candidates']}",
+        f"agree: {a['agree']} ({pct:.1f}%)",
+        f"legal but Mosaic refuses: {a['false_legal']}",
+        f"refused by rules, compiles: {a['false_illegal']}",
+    ]
+    for m in report["misses"]:
+        kind = "legal, REFUSED" if m["legal"] else "refused by rules, compiles"
+        lines.append(
+            f"  miss: {m['family']} {tuple(m['shape'])} {m['dtype']} {json.dumps(m['config'])}: {kind}"
+            + (f" ({m['error']})" if m["error"] else "")
+        )
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------
