@@ -102,9 +102,10 @@ class TilePlan(NamedTuple):
       scratch: ``(shape, dtype)`` of each VMEM scratch buffer.
       total_flops: arithmetic of the whole kernel (multiply-add = 2, elementwise op = 1).
       temporaries: bytes of the body's own large values (a float32 copy of a block, attention's
-        score matrix) that Mosaic keeps in VMEM beside the blocks and scratch: each family's
-        estimate, fitted to Mosaic's verdicts (`tpucost.tiles.mosaic`) and used by the TPU
-        backend's VMEM rule only.
+        score matrix, per-row statistics) that Mosaic keeps in VMEM beside the blocks and
+        scratch: each family's estimate in whole float32 (8, 128) tiles (`_f32_tiles`), fitted
+        as an upper envelope of the scoped VMEM Mosaic reports for each kernel
+        (`tpucost.tiles.mosaic.scoped_vmem_bytes`) and used by the TPU backend's VMEM rule only.
     """
 
     grid: tuple[int, ...]
@@ -205,14 +206,39 @@ _GELU_OPS = 9  # elementwise ops of _gelu_tanh per element, for total_flops
 # matmul and conv share the blocked matmul with a bias + activation epilogue -------------------
 
 
-def _matmul_temporaries(rows: int, depth: int, dtype: str) -> int:
-    """Mosaic's VMEM beyond blocks and scratch for ``acc += dot(x, w)`` (measured: about 3/8 of a
-    float32 copy of the x block for 16-bit inputs, nothing for float32): half that copy."""
-    return 0 if np.dtype(dtype).itemsize >= 4 else 2 * rows * depth
+def _f32_tiles(rows: int, cols: int) -> int:
+    """Bytes of a float32 value of ``rows x cols`` in VMEM: whole (8, 128) tiles. A per-row
+    statistic (``cols = 1``, a max or a mean kept with ``keepdims``) takes a full 128-lane row."""
+    return 4 * math.ceil(rows / 8) * 8 * math.ceil(cols / 128) * 128
+
+
+#: The temporaries estimates below are upper envelopes of Mosaic's own figure (the scoped VMEM of
+#: the compiled kernel minus its blocks and scratch) over about 800 candidates of random shapes
+#: (`tpucost.tiles.mosaic.sweep_problems`, seeds 100-103, libtpu 0.0.42.1, both dtypes), each
+#: coefficient rounded up to a quarter.
+
+
+def _is_16_bit(dtype: str) -> bool:
+    return np.dtype(dtype).itemsize < 4
+
+
+def _matmul_temporaries(bm: int, bk: int, dtype: str) -> int:
+    """``acc += dot(x, w)`` + bias + GELU: a float32 copy of the x block for 16-bit inputs (the
+    fitted coefficient 1), a quarter of it for float32."""
+    return _f32_tiles(bm, bk) if _is_16_bit(dtype) else _f32_tiles(bm, bk) // 4
+
+
+def _conv_temporaries(bm: int, bn: int, bk: int, dtype: str) -> int:
+    """conv's blocked matmul (+ bias + ReLU) on its im2col operand: nothing for float32; for
+    16-bit inputs a quarter of float32 copies of the x and out blocks plus 768 KiB that Mosaic
+    took for one small-output problem (O = 10)."""
+    if not _is_16_bit(dtype):
+        return 0
+    return (_f32_tiles(bm, bk) + _f32_tiles(bm, bn)) // 4 + 768 * 1024
 
 
 def _matmul_plan(
-    m: int, n: int, k: int, dtype: str, config: Mapping[str, int], epilogue_ops: int
+    m: int, n: int, k: int, dtype: str, config: Mapping[str, int], epilogue_ops: int, temporaries: int
 ) -> TilePlan:
     bm, bn, bk = config["bm"], config["bn"], config["bk"]
     return TilePlan(
@@ -226,7 +252,7 @@ def _matmul_plan(
         outputs=(Block("out", (m, n), (bm, bn), lambda i, j, kk: (i, j), dtype, True),),
         scratch=(((bm, bn), _F32),),
         total_flops=2.0 * m * n * k + (1 + epilogue_ops) * m * n,
-        temporaries=_matmul_temporaries(bm, bk, dtype),
+        temporaries=temporaries,
     )
 
 
@@ -282,7 +308,8 @@ def _bmm_plan(shape, dtype, config) -> TilePlan:
         outputs=(Block("out", (bsz, m, n), (bb, bm, bn), lambda b, i, j, kk: (b, i, j), dtype, True),),
         scratch=(((bb, bm, bn), _F32),),
         total_flops=2.0 * bsz * m * n * k,
-        temporaries=_matmul_temporaries(bb * bm, bk, dtype),
+        # the float32 result of the batched dot (all of it for 16-bit inputs, a quarter for float32)
+        temporaries=bb * _f32_tiles(bm, bn) // (1 if _is_16_bit(dtype) else 4),
     )
 
 
@@ -320,7 +347,7 @@ def _bmm_sampler(rng: np.random.Generator, scale: int) -> tuple[int, ...]:
 # softmax and layernorm: row blocks over full rows --------------------------------------------
 
 
-def _rows_plan(shape, dtype, config, extra: int, flops_per_elem: int) -> TilePlan:
+def _rows_plan(shape, dtype, config, extra: int, flops_per_elem: int, row_stats: float) -> TilePlan:
     r, c = shape
     br = config["br"]
     params = tuple(Block(name, (1, c), (1, c), lambda i: (0, 0), dtype) for name in ("g", "b")[:extra])
@@ -331,7 +358,8 @@ def _rows_plan(shape, dtype, config, extra: int, flops_per_elem: int) -> TilePla
         outputs=(Block("out", (r, c), (br, c), lambda i: (i, 0), dtype, True),),
         scratch=(),
         total_flops=float(flops_per_elem * r * c),
-        temporaries=4 * br * c,  # the block as float32 (measured: 0.7-0.9 of it)
+        # the block as float32 and ``row_stats`` per-row statistics (max and sum; mean and variance)
+        temporaries=_f32_tiles(br, c) + int(row_stats * _f32_tiles(br, 1)),
     )
 
 
@@ -448,8 +476,9 @@ def _attention_plan(shape, dtype, config) -> TilePlan:
         scratch=(((bq, 1), _F32), ((bq, 1), _F32), ((bq, d), _F32)),
         # q k^T and p v (2 * 2 * S * S * D per head), scale, max, subtract, exp, sum, rescale
         total_flops=4.0 * h * s * s * d + 6.0 * h * s * s + 3.0 * h * s * d,
-        # the float32 scores s and probabilities p, bq x bk each (measured: 1.3-1.45x one of them)
-        temporaries=2 * 4 * bq * bk,
+        # the float32 scores (bq x bk) and three (bq x D) float32 values: the new accumulator, p @ v
+        # and the rescaled old one (a (bq, 1) statistic takes as much VMEM when D <= 128)
+        temporaries=_f32_tiles(bq, bk) + 3 * _f32_tiles(bq, d),
     )
 
 
@@ -517,7 +546,8 @@ def _conv_mnk(shape: Sequence[int]) -> tuple[int, int, int]:
 
 def _conv_plan(shape, dtype, config) -> TilePlan:
     m, n, k = _conv_mnk(shape)
-    return _matmul_plan(m, n, k, dtype, config, epilogue_ops=1)
+    bm, bn, bk = config["bm"], config["bn"], config["bk"]
+    return _matmul_plan(m, n, k, dtype, config, 1, _conv_temporaries(bm, bn, bk, dtype))
 
 
 def _im2col(x: jax.Array) -> jax.Array:
@@ -561,7 +591,9 @@ def _make_families() -> dict[str, TileFamily]:
             block_keys=("bm", "bn", "bk"),
             doc="gelu_tanh(x @ w + b): x[M,K], w[K,N], b[1,N] -> [M,N]; f32 accumulator over the K axis",
             tiled_dims=("M", "N", "K"),
-            make_plan=lambda s, dt, cfg: _matmul_plan(s[0], s[1], s[2], dt, cfg, epilogue_ops=_GELU_OPS),
+            make_plan=lambda s, dt, cfg: _matmul_plan(
+                s[0], s[1], s[2], dt, cfg, _GELU_OPS, _matmul_temporaries(cfg["bm"], cfg["bk"], dt)
+            ),
             body=_matmul_body(_gelu_tanh),
             arg_shapes=lambda s: [(s[0], s[2]), (s[2], s[1]), (1, s[1])],
             arg_scales=lambda s: [1.0, 1.0 / math.sqrt(s[2]), 0.1],
@@ -587,7 +619,7 @@ def _make_families() -> dict[str, TileFamily]:
             block_keys=("br",),
             doc="row-wise softmax of x[R,C]; a block is br full rows",
             tiled_dims=("R",),
-            make_plan=lambda s, dt, cfg: _rows_plan(s, dt, cfg, extra=0, flops_per_elem=5),
+            make_plan=lambda s, dt, cfg: _rows_plan(s, dt, cfg, extra=0, flops_per_elem=5, row_stats=1.0),
             body=_softmax_body,
             arg_shapes=lambda s: [(s[0], s[1])],
             arg_scales=lambda s: [2.0],
@@ -600,7 +632,7 @@ def _make_families() -> dict[str, TileFamily]:
             block_keys=("br",),
             doc="per-row layer norm of x[R,C] with scale g[1,C] and shift b[1,C]; a block is br full rows",
             tiled_dims=("R",),
-            make_plan=lambda s, dt, cfg: _rows_plan(s, dt, cfg, extra=2, flops_per_elem=8),
+            make_plan=lambda s, dt, cfg: _rows_plan(s, dt, cfg, extra=2, flops_per_elem=8, row_stats=1.5),
             body=_layernorm_body,
             arg_shapes=lambda s: [(s[0], s[1]), (1, s[1]), (1, s[1])],
             arg_scales=lambda s: [1.0, 1.0, 0.1],
