@@ -456,3 +456,22 @@ def test_the_estimates_row_scores_a_tpu_data_set():
     assert result["kendall_median"] == pytest.approx(1.0)
     if result["mape_ge5us"] is not None and not np.isnan(result["mape_ge5us"]):
         assert result["mape_ge5us"] == pytest.approx(100 / 3, rel=1e-3)  # |1 - 1.5| / 1.5
+
+
+#: A program whose kernels each TPU configuration changes (checked with libtpu 0.0.23 and 0.0.42.1).
+_TPU_WITNESS = {
+    "tpu_no_conv_input_fusion": "example:mixer",
+    "tpu_no_conv_output_fusion": "example:nnx_vit",
+    "tpu_no_multi_output_fusion": "example:mixer",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.core
+@needs_libtpu
+@pytest.mark.parametrize("config", backends.BACKENDS["tpu"].compile_configurations)
+def test_each_tpu_configuration_changes_the_kernels(config):
+    fn, args, _ = compile_commands.resolve_program(_TPU_WITNESS[config])
+    default = compiler.compile_for_target(fn, args, "tpu-v5e")
+    changed = compiler.compile_for_target(fn, args, "tpu-v5e", corpus.CONFIGURATIONS[config].compiler_options)
+    assert corpus.kernel_signatures(changed.text) != corpus.kernel_signatures(default.text)

@@ -15,7 +15,7 @@ import pytest
 from conftest import LABEL_NOISE_P90
 from jax import lax
 
-from tpucost import backends, measure
+from tpucost import backends, measure, trace_events
 from tpucost.hlo import parse_module
 from tpucost.kernels import NOT_KERNELS
 from tpucost.measure import Measurement, measure_kernels, wall_time_ns
@@ -158,17 +158,17 @@ def test_events_filtered_by_program_id_in_a_shared_trace():
     jax.block_until_ready((a(*args_a), b(*args_b)))
     profile = profile_of([(a, args_a, 2), (b, args_b, 3), (a, args_a, 1)])
     runs_a = {
-        e.run for e in measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_a).events
+        e.run for e in trace_events.kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_a).events
     }
     runs_b = {
-        e.run for e in measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_b).events
+        e.run for e in trace_events.kernel_events(profile, backends.backend("cpu"), "jit_conv", ids_b).events
     }
     assert len(runs_a) == 2 + 1 and len(runs_b) == 3
     assert not runs_a & runs_b
     with pytest.raises(ValueError, match="several programs"):
-        measure._kernel_events(profile, backends.backend("cpu"), "jit_conv", None)
+        trace_events.kernel_events(profile, backends.backend("cpu"), "jit_conv", None)
     with pytest.raises(ValueError, match="jit_nope"):
-        measure._kernel_events(profile, backends.backend("cpu"), "jit_nope", ids_a)
+        trace_events.kernel_events(profile, backends.backend("cpu"), "jit_nope", ids_a)
 
 
 def test_disabling_fusion_changes_the_kernels(mlp_measurement):
@@ -296,7 +296,7 @@ def test_wall_time_ns_counts_runs():
 
 def test_async_rule_on_a_synthetic_run():
     # A launch-only event (10 us), idle until its consumer starts at 500 us.
-    E = measure._Event
+    E = trace_events.Event
     launch = E("conv", "r", 0.0, 10_000.0, marker_ns=None)
     consumer = E("fusion", "r", 500_000.0, 540_000.0, marker_ns=540_000.0)
     sync = E("copy", "r", 600_000.0, 700_000.0, marker_ns=699_900.0)

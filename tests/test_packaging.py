@@ -162,12 +162,13 @@ def test_install_cell_refuses_a_jax_older_than_the_floor_in_one_sentence(tmp_pat
 
 
 def _direct_dependencies() -> dict[str, str]:
-    """``{name: lower bound}`` of pyproject's dependencies and extras (``"jax>=0.7.2"`` -> jax: 0.7.2)."""
+    """``{name: lower bound}`` of pyproject's dependencies and extras (``"jax>=0.7.2"`` -> jax: 0.7.2;
+    ``"jax[tpu]>=0.7.2"``, jax with its own extra, -> jax: 0.7.2)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     deps = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
     out = {}
     for dep in deps:
-        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)>=([^,;\s]+)", dep.strip())
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)(?:\[[a-z0-9,\-]+\])?>=([^,;\s]+)", dep.strip())
         assert m, f"pyproject: {dep!r} should be NAME>=LOWER (the oldest version tested)"
         out[m.group(1).lower().replace("_", "-")] = m.group(2)
     return out

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tpucost import backends
 from tpucost.programs import (
     CONFIGURATIONS,
     DEFAULT_FAMILIES,
@@ -150,7 +151,11 @@ def test_applicable_configurations():
     assert applicable_configurations(lstm_train, "cpu") == configurations_for("lstm", "train_step", "cpu")
     on_cpu = applicable_configurations(mlp_forward, "cpu")
     assert on_cpu[0] == "default" and "scan_unroll" not in on_cpu and "remat_dots" not in on_cpu
-    assert applicable_configurations(mlp_forward, "tpu") == ["default"]
+    # on a TPU: its compile configurations (libtpu's options), none of XLA:CPU's
+    assert applicable_configurations(mlp_forward, "tpu") == [
+        "default",
+        *backends.BACKENDS["tpu"].compile_configurations,
+    ]
     assert "remat_dots" in applicable_configurations(make_program("cnn", "grad", 0, 0), "gpu")
 
 
@@ -161,8 +166,16 @@ _WITNESS.update(
 )
 
 
-@pytest.mark.parametrize("config", [c for c in CONFIGURATIONS if c != "default"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        c
+        for c in CONFIGURATIONS
+        if c != "default" and c not in backends.BACKENDS["tpu"].compile_configurations
+    ],
+)
 def test_configuration_changes_the_kernels(config):
+    """On XLA:CPU (the TPU's configurations: tests/test_compiler.py, compiled for a TPU v5e)."""
     if not buildable(config):
         pytest.skip(f"this jaxlib cannot build {config!r} (tests/test_compat.py covers the skip)")
     family, form = _WITNESS[config]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from jax.profiler import ProfileData
 
-from tpucost import backends, measure
+from tpucost import backends, measure, trace_events
 from tpucost.hlo import parse_module
 
 pytestmark = pytest.mark.core  # ProfileData's parsing is version-sensitive (make test-colab)
@@ -170,7 +170,7 @@ def tpu_trace(op_form: str = "hlo_text", module_names: bool = True, **opts) -> P
     return profile(host, tc, sc)
 
 
-def labels_of(trace: measure._Trace, hlo: str = F_HLO) -> dict[str, float]:
+def labels_of(trace: trace_events.Trace, hlo: str = F_HLO) -> dict[str, float]:
     """Per-kernel labels in us (`measure._labels`, as `measure_kernels` makes them on TPU)."""
     out = measure._labels(trace, parse_module(hlo), TPU.async_kernels)
     return {k: round(v / 1000, 6) for k, v in out.runtime_ns.items()}
@@ -181,7 +181,7 @@ EXPECTED_US = {"fusion.1": 9.0, "copy.2": 4.0}  # the minimum over the three run
 
 @pytest.mark.parametrize("op_form", ["hlo_text", "short", "hlo_op", "op_stats"])
 def test_tpu_reader_labels_every_form_of_op_name(op_form):
-    trace = measure._kernel_events(tpu_trace(op_form), TPU, "jit_f", frozenset({PID}))
+    trace = trace_events.kernel_events(tpu_trace(op_form), TPU, "jit_f", frozenset({PID}))
     assert sorted({e.name for e in trace.events}) == ["copy.2", "fusion.1"]
     assert len(trace.events) == 6  # two ops x three runs: no jit_g, SparseCore, host or async event
     assert len({e.run for e in trace.events}) == 3
@@ -190,32 +190,32 @@ def test_tpu_reader_labels_every_form_of_op_name(op_form):
 
 
 def test_tpu_reader_reads_the_module_from_stats_or_from_the_name():
-    by_stats = measure._kernel_events(tpu_trace(module_names=False), TPU, "jit_f", frozenset({PID}))
+    by_stats = trace_events.kernel_events(tpu_trace(module_names=False), TPU, "jit_f", frozenset({PID}))
     assert labels_of(by_stats) == EXPECTED_US
     assert by_stats.modules_seen == {"jit_f", "jit_g"}
 
 
 def test_tpu_reader_prefers_the_device_duration_stat():
-    trace = measure._kernel_events(tpu_trace(device_duration=True), TPU, "jit_f", frozenset({PID}))
+    trace = trace_events.kernel_events(tpu_trace(device_duration=True), TPU, "jit_f", frozenset({PID}))
     assert labels_of(trace) == {k: v - 1 for k, v in EXPECTED_US.items()}
 
 
 def test_tpu_reader_gives_no_labels_for_another_module():
     with pytest.raises(ValueError, match="jit_h"):
-        measure._kernel_events(tpu_trace(), TPU, "jit_h", frozenset({PID}))
+        trace_events.kernel_events(tpu_trace(), TPU, "jit_h", frozenset({PID}))
     # The ops inside jit_g's run are jit_g's, whatever their names.
-    g = measure._kernel_events(tpu_trace(), TPU, "jit_g", None)
+    g = trace_events.kernel_events(tpu_trace(), TPU, "jit_g", None)
     assert labels_of(g) == {"fusion.1": 15.0, "copy.2": 15.0}
     # A module that merely starts like ours is another module.
     with pytest.raises(ValueError, match="modules seen"):
-        measure._kernel_events(tpu_trace(f_module="jit_f_2"), TPU, "jit_f", frozenset({PID}))
+        trace_events.kernel_events(tpu_trace(f_module="jit_f_2"), TPU, "jit_f", frozenset({PID}))
 
 
 def test_tpu_reader_program_ids():
     profile_ = tpu_trace()
     # Another executable's id: no event of it, and the module's name is in the trace, so the
     # reader matches by name alone (XLA's HloModuleProto id need not be the trace's program id).
-    fallback = measure._kernel_events(profile_, TPU, "jit_f", frozenset({5}))
+    fallback = trace_events.kernel_events(profile_, TPU, "jit_f", frozenset({5}))
     assert labels_of(fallback) == EXPECTED_US
     # Two programs of one name in the trace and no id to tell them apart: refused.
     tc = Plane("/device:TPU:0")
@@ -225,8 +225,8 @@ def test_tpu_reader_program_ids():
         tc.event(ops, hlo_text("fusion.1"), t0 + 2, 10, display="fusion.1")
     two = profile(tc)
     with pytest.raises(ValueError, match="several programs"):
-        measure._kernel_events(two, TPU, "jit_f", None)
-    only_2 = measure._kernel_events(two, TPU, "jit_f", frozenset({2}))
+        trace_events.kernel_events(two, TPU, "jit_f", None)
+    only_2 = trace_events.kernel_events(two, TPU, "jit_f", frozenset({2}))
     assert [(e.name, e.start_ns) for e in only_2.events] == [("fusion.1", T0_NS + 102_000)]
 
 
@@ -265,7 +265,7 @@ ENTRY %main (x: f32[8]) -> f32[8] {
         tc.event(ops, hlo_text("while.3"), t0 + 1, 30, display="while.3")
         for k, dur in enumerate(body):
             tc.event(ops, hlo_text("t.4"), t0 + 2 + 10 * k, dur, display="t.4")
-    trace = measure._kernel_events(profile(tc), TPU, "jit_loop", frozenset({3}))
+    trace = trace_events.kernel_events(profile(tc), TPU, "jit_loop", frozenset({3}))
     assert len({e.run for e in trace.events}) == 2
     out = measure._labels(trace, parse_module(loop_hlo), TPU.async_kernels)
     assert out.runtime_ns == {"while.3": 30_000.0, "t.4": 3_500.0}  # per-call mean, min over runs
@@ -274,11 +274,11 @@ ENTRY %main (x: f32[8]) -> f32[8] {
 
 
 def test_hlo_op_name_forms():
-    assert measure._hlo_op_name(hlo_text("copy-done.5"), {}) == "copy-done.5"
-    assert measure._hlo_op_name("fusion.3 = f32[8] fusion(%x)", {}) == "fusion.3"
-    assert measure._hlo_op_name("fusion.3", {}) == "fusion.3"
-    assert measure._hlo_op_name("loop fusion", {"hlo_op": "fusion.3"}) == "fusion.3"
-    assert measure._hlo_op_name("kernel_a", {"hlo_op": "while.1::fusion.3"}) == "fusion.3"
+    assert trace_events.hlo_op_name(hlo_text("copy-done.5"), {}) == "copy-done.5"
+    assert trace_events.hlo_op_name("fusion.3 = f32[8] fusion(%x)", {}) == "fusion.3"
+    assert trace_events.hlo_op_name("fusion.3", {}) == "fusion.3"
+    assert trace_events.hlo_op_name("loop fusion", {"hlo_op": "fusion.3"}) == "fusion.3"
+    assert trace_events.hlo_op_name("kernel_a", {"hlo_op": "while.1::fusion.3"}) == "fusion.3"
 
 
 # ------------------------------------------------------------------------------------- GPU traces
@@ -297,7 +297,7 @@ def test_gpu_reader_on_stream_lines():
     host.event(host.line("python"), "x", 0, 1000, hlo_module="jit_f", hlo_op="fusion.1", program_id=7)
     other = Plane("/device:GPU:0 extra")
     other.event(other.line("s"), "y", 0, 1000, hlo_module="jit_f", hlo_op="fusion.1", program_id=7)
-    trace = measure._kernel_events(profile(host, gpu, other), GPU, "jit_f", frozenset({7}))
+    trace = trace_events.kernel_events(profile(host, gpu, other), GPU, "jit_f", frozenset({7}))
     assert [(e.name, e.run[-1], e.end_ns - e.start_ns) for e in trace.events] == [
         ("fusion.1", 1, 10_000.0),
         ("fusion.1", 2, 12_000.0),
@@ -305,4 +305,4 @@ def test_gpu_reader_on_stream_lines():
     ]
     assert trace.modules_seen == {"jit_f", "jit_g"}
     with pytest.raises(ValueError, match="jit_h"):
-        measure._kernel_events(profile(gpu), GPU, "jit_h", frozenset({7}))
+        trace_events.kernel_events(profile(gpu), GPU, "jit_h", frozenset({7}))

@@ -44,6 +44,7 @@ from typing import Any
 import jax
 import jaxlib
 import numpy as np
+from jax.experimental import topologies
 
 from tpucost import backends, compat, hlo
 from tpucost.files import read_json_object, write_json_atomic, write_text_atomic
@@ -127,8 +128,6 @@ def target_device(name: str) -> jax.Device:
     quiet_libtpu_startup()  # done at import too; again in case the variables were removed since
     if jax.default_backend() == "tpu" and jax.devices()[0].device_kind == target.device_kind:
         return jax.devices()[0]
-    from jax.experimental import topologies  # only here: it needs libtpu for a TPU topology
-
     topology = topologies.get_topology_desc(
         topology_name=target.topology, platform="tpu", chips_per_host_bounds=(1, 1, 1), num_slices=1
     )

@@ -15,6 +15,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import ListedColormap
 
 from tpucost.autotune.protocol import STARTS
 from tpucost.autotune.search import SearchRun
@@ -45,6 +46,7 @@ __all__ = [
     "plot_speedups",
     "plot_speedup_panels",
     "plot_progress",
+    "tile_verdicts",
 ]
 
 
@@ -755,4 +757,36 @@ def plot_progress(
     ax.set_ylabel("best runtime so far (ms, in-search)")
     ax.set_title(title or "search progress")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return ax
+
+
+def tile_verdicts(rows: Sequence[Mapping[str, Any]], x: str, y: str, ax: Any = None, title: str = "") -> Any:
+    """A grid of configurations over block keys ``x`` and ``y`` (each cell: the configurations
+    with those two sizes), coloured by verdict: green where the rules call it legal and Mosaic
+    compiles it, red where Mosaic refuses and the rules agree, and orange or purple where they
+    disagree (legal but refused / illegal but compiled). Returns the matplotlib axes. (``rows``: `tpucost.tiles.mosaic.verdicts`'s.)"""
+    xs = sorted({int(r["config"][x]) for r in rows})
+    ys = sorted({int(r["config"][y]) for r in rows})
+    kinds = ("legal, compiles", "illegal, refused", "legal, REFUSED", "illegal, compiles")
+    grid = [[float("nan")] * len(xs) for _ in ys]
+    for r in rows:
+        kind = (
+            (0 if r["compiles"] else 1)
+            if bool(r["legal"]) == bool(r["compiles"])
+            else (2 if r["legal"] else 3)
+        )
+        i, j = ys.index(int(r["config"][y])), xs.index(int(r["config"][x]))
+        old = grid[i][j]
+        grid[i][j] = kind if old != old or kind >= 2 else min(old, kind)  # a disagreement shows
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.0 + 0.55 * len(xs), 0.8 + 0.45 * len(ys)))
+    cmap = ListedColormap(["#4caf50", "#e57373", "#ff9800", "#7e57c2"])
+    ax.imshow(grid, cmap=cmap, vmin=0, vmax=3, origin="lower", aspect="auto")
+    ax.set_xticks(range(len(xs)), [str(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [str(v) for v in ys])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title or "the TPU rules' verdict beside Mosaic's")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in cmap.colors]
+    ax.legend(handles, kinds, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     return ax

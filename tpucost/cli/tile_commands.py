@@ -19,6 +19,7 @@ from tpucost.cli.common import all_cores_flag, emit, fail, label_mode, lowering_
 from tpucost.data import tile as tile_data
 from tpucost.data import tile_collection
 from tpucost.tasks import tile as tile_task
+from tpucost.tiles import mosaic
 
 
 def cmd_collect_tiles(args: argparse.Namespace) -> int:
@@ -188,8 +189,6 @@ def _compiling_suggestions(
 ) -> tuple[list[dict], str]:
     """The model's best ``top`` configurations among those legal on the TPU backend that Mosaic
     compiles for ``target`` (asked in the model's order until ``top`` compile)."""
-    from tpucost.tiles import mosaic  # compiles with libtpu; imported on use
-
     if not compiler.tpu_compiler_available():
         raise compiler.TpuCompilerMissing(f"--target {target} compiles with Mosaic: {compiler.INSTALL_HINT}")
     ranked = tile_task.suggest_tiles(
@@ -228,17 +227,20 @@ def cmd_measure_tiles(args: argparse.Namespace) -> int:
 
 
 def cmd_tiles_legal(args: argparse.Namespace) -> int:
-    from tpucost.tiles import mosaic  # compiles with libtpu; imported on use
-
     try:
         target = _tpu_target(args.target)
+        if args.sweep is not None:
+            report = mosaic.agreement_sweep(
+                args.sweep, args.seed, per_problem=args.per_problem, target=target
+            )
+            return emit(report, args.json, lambda r: print(mosaic.format_sweep(r)))
         if args.write_bundled is not None:
             path = args.write_bundled or None
             data = mosaic.write_bundled(path, target=target)
             print(json.dumps({"out": str(path or mosaic.bundled_path(target)), **data["agreement"]}))
             return 0
         if not args.family or not args.shape:
-            raise ValueError("tiles-legal needs FAMILY and --shape (or --write-bundled)")
+            raise ValueError("tiles-legal needs FAMILY and --shape (or --write-bundled, or --sweep N)")
         shape = _shape_arg(args)
         report = mosaic.problem_report(args.family, shape, args.dtype, target)
     except (ValueError, compiler.TpuCompilerMissing) as err:
@@ -321,5 +323,17 @@ def add_tile_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="PATH",
         help="compile notebook 04's problems and write their verdicts (default: the bundled file)",
+    )
+    p.add_argument(
+        "--sweep",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compile candidates of N random problems (all families, odd dims included; "
+        "tiles.mosaic.agreement_sweep) and print how the rules agree with Mosaic",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the sweep's seed (default 0)")
+    p.add_argument(
+        "--per-problem", type=int, default=4, help="candidates compiled per sweep problem (default 4)"
     )
     p.set_defaults(func=cmd_tiles_legal)

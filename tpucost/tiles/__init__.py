@@ -5,6 +5,8 @@
 * `tpucost.tiles.problems`: a problem (family, shape, dtype) and its configurations: legal block
   shapes, building and measuring them, cost arithmetic, config features, the kernel graph, and
   sampling problem shapes;
+* `tpucost.tiles.legality`: which block configurations a problem has and which a backend accepts
+  (the TPU's rules checked against Mosaic: `tpucost.tiles.mosaic`);
 * `tpucost.tiles.lowering`: how one kernel body runs, as a Pallas kernel or as an XLA loop over
   its grid (`build(..., lowering=...)`);
 * `tpucost.tiles.overhead`: the share of a label that the grid's steps cost (an overhead kernel:
@@ -17,36 +19,38 @@ tiles.legal_configs(...)``).
 """
 
 from tpucost.tiles.families import TILE_FAMILIES, Block, TileFamily, TilePlan, family
+from tpucost.tiles.legality import (
+    LANE,
+    MAX_KEYS,
+    SUBLANE,
+    SUPPORTED_DTYPES,
+    VMEM_BUDGET_BYTES,
+    candidate_configs,
+    check_config,
+    check_shape,
+    config_problems,
+    legal_configs,
+    mosaic_vmem_bytes,
+    parse_problem_shape,
+    plan,
+    tpu_block_rule,
+)
 from tpucost.tiles.lowering import LOWERINGS
 from tpucost.tiles.overhead import overhead_kernel, step_overhead_shares
 from tpucost.tiles.problems import (
     CONFIG_FEATURE_NAMES,
-    LANE,
-    MAX_KEYS,
     MIN_CONFIGS,
-    SUBLANE,
-    SUPPORTED_DTYPES,
-    VMEM_BUDGET_BYTES,
     TileCost,
     build,
-    candidate_configs,
-    check_config,
-    check_shape,
     config_features,
-    config_problems,
     interpret_mode,
     kernel,
     kernel_graph,
-    legal_configs,
     measure_configs,
-    mosaic_vmem_bytes,
-    parse_problem_shape,
-    plan,
     reference,
     sample_shapes,
     tile_cost,
     tile_lowering,
-    tpu_block_rule,
 )
 
 __all__ = [

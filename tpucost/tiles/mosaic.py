@@ -6,14 +6,19 @@ For a tile problem (family, shape, dtype), `verdicts` lists every candidate conf
 * ``legal``: the project's rules for the TPU backend (`tpucost.tiles.config_problems` with
   ``backend="tpu"``), decided without a compiler;
 * ``compiles``: Mosaic's verdict, from compiling the Pallas kernel (``lowering="pallas"``,
-  ``interpret=False``) for a TPU chip with `tpucost.compiler.compile_for_target` (libtpu's
-  deviceless compiler: no TPU needed, nothing runs);
+  ``interpret=False``) for a TPU chip on the target's described device (libtpu's deviceless
+  compiler: no TPU needed, nothing runs), with row-major operands (`compile_row_major` says why);
 * ``error``: the first line of Mosaic's refusal (None when it compiles).
 
 `agreement` counts how often the two agree and, above all, how many configurations the rules call
 legal that Mosaic refuses (the rules must never do that). Compiling a small kernel takes well
 under a second (about 0.06 s on a 2-core host after a first compile of about 0.4 s: one described
 chip serves every compile of a process).
+
+`agreement_sweep` (``python -m tpucost tiles-legal --sweep N --seed S``) measures the agreement on
+random problems of every family (`sweep_problems`: dims that are no multiple of 128 or of 8
+included), drawn from a stream of their own; `scoped_vmem_bytes` reads the scoped VMEM a compiled
+kernel uses, the figure the families' temporaries were fitted to.
 
 Learners without libtpu read the verdicts of notebook 04's problems from a bundled file
 (`load_bundled`, written by `write_bundled`: ``python -m tpucost tiles-legal --write-bundled``).
@@ -32,10 +37,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
+from jax.experimental.layout import Format, Layout
 
 from tpucost import compiler
-from tpucost.tiles import problems
+from tpucost.tiles import legality, problems
 from tpucost.tiles.families import TILE_FAMILIES, family
 
 __all__ = [
@@ -56,7 +63,6 @@ __all__ = [
     "load_bundled",
     "bundled_problem",
     "problem_verdicts",
-    "plot_verdicts",
 ]
 
 #: The target `verdicts` compiles for: Colab's TPU chip.
@@ -109,13 +115,17 @@ def compile_row_major(
     ``copy`` that memory-space assignment places in VMEM (``S(1)``) when it fits. The kernel then
     reads whole operands already in VMEM, outside its 16 MiB of scoped VMEM, and compiles with
     blocks far over it: a verdict on XLA's layout preference for the array, not on the blocks."""
-    import jax  # only here: the module is imported by tile commands that never compile
-    from jax.experimental.layout import Format, Layout
-
     cfg = dict(config)
-    fn, specs = problems.kernel(family_name, shape, dtype, cfg, "tpu", lowering="pallas", check=False)
-    if vmem_limit_bytes is not None:
-        fn, specs = _with_vmem_limit(family_name, shape, dtype, cfg, int(vmem_limit_bytes))
+    fn, specs = problems.kernel(
+        family_name,
+        shape,
+        dtype,
+        cfg,
+        "tpu",
+        lowering="pallas",
+        check=False,
+        vmem_limit_bytes=vmem_limit_bytes,
+    )
     mesh = jax.sharding.Mesh(np.array([compiler.target_device(target)]), ("x",))
     placed = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
@@ -125,23 +135,6 @@ def compile_row_major(
     args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=row_major(len(s.shape))) for s in specs]
     out = jax.eval_shape(fn, *specs)
     return jax.jit(fn, out_shardings=row_major(len(out.shape))).lower(*args).compile()
-
-
-def _with_vmem_limit(
-    family_name: str, shape: Sequence[int], dtype: Any, config: dict[str, int], limit: int
-) -> tuple[Any, Any]:
-    """`tpucost.tiles.kernel` with Mosaic's ``vmem_limit_bytes`` set."""
-    from unittest import mock
-
-    from jax.experimental.pallas import tpu as pltpu
-
-    params = pltpu.CompilerParams
-
-    def with_limit(**kwargs: Any) -> Any:
-        return params(**{**kwargs, "vmem_limit_bytes": limit})
-
-    with mock.patch.object(problems.pltpu, "CompilerParams", with_limit):
-        return problems.kernel(family_name, shape, dtype, config, "tpu", lowering="pallas", check=False)
 
 
 def scoped_vmem_bytes(compiled: Any) -> int | None:
@@ -168,7 +161,7 @@ def mosaic_verdict(
     compiled (never run) for ``target`` with row-major operands (`compile_row_major`). Raises
     `tpucost.compiler.TpuCompilerMissing` without libtpu, ValueError for a bad family, shape,
     dtype or a config that does not divide."""
-    problems.plan(family_name, shape, dtype, config)  # ValueError before any compiling
+    legality.plan(family_name, shape, dtype, config)  # ValueError before any compiling
     try:
         compile_row_major(family_name, shape, dtype, config, target)
     except compiler.TpuCompilerMissing:
@@ -182,7 +175,7 @@ def _verdict_row(
     family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int], target: str
 ) -> dict[str, Any]:
     """One row of `verdicts`: ``config``, ``legal``, ``compiles``, ``error``, ``compile_s``."""
-    legal = not problems.config_problems(family_name, shape, dtype, config, backend="tpu")
+    legal = not legality.config_problems(family_name, shape, dtype, config, backend="tpu")
     start = time.perf_counter()
     compiles, error = mosaic_verdict(family_name, shape, dtype, config, target)
     return {
@@ -200,12 +193,12 @@ def verdicts(
     """Every candidate configuration of a problem with ``config``, ``legal`` (the TPU backend's
     rules), ``compiles`` (Mosaic's verdict for ``target``), ``error`` and ``compile_s``."""
     fam = family(family_name)
-    shape = problems.check_shape(fam.name, shape)
+    shape = legality.check_shape(fam.name, shape)
     if not compiler.tpu_compiler_available():
         raise compiler.TpuCompilerMissing(f"Mosaic's verdict needs the TPU compiler: {compiler.INSTALL_HINT}")
     return [
         _verdict_row(fam.name, shape, dtype, c, target)
-        for c in problems.candidate_configs(fam.name, shape, dtype)
+        for c in legality.candidate_configs(fam.name, shape, dtype)
     ]
 
 
@@ -303,7 +296,7 @@ def sweep_problems(
     n_problems: int,
     seed: int = 0,
     families: Sequence[str] | None = None,
-    dtypes: Sequence[str] = problems.SUPPORTED_DTYPES,
+    dtypes: Sequence[str] = legality.SUPPORTED_DTYPES,
     odd_dims: bool = True,
 ) -> list[tuple[str, tuple[int, ...], str]]:
     """``n_problems`` random ``(family, shape, dtype)``, deterministic for ``seed``: families in
@@ -311,7 +304,7 @@ def sweep_problems(
     with ``odd_dims``, no multiple of 8 (`DIM_KINDS`), log-uniform in a family's range; no array
     over `SWEEP_MAX_ARRAY_BYTES`. Drawn from a stream of their own (`SWEEP_STREAM`)."""
     names = [family(f).name for f in (families or TILE_FAMILIES)]
-    dts = [problems._dtype_name(d) for d in dtypes]
+    dts = [legality.dtype_name(d) for d in dtypes]
     if n_problems < 0 or not names or not dts:
         raise ValueError("a sweep needs n_problems >= 0, a family and a dtype")
     kinds = DIM_KINDS if odd_dims else DIM_KINDS[:2]
@@ -333,7 +326,7 @@ def agreement_sweep(
     n_problems: int,
     seed: int = 0,
     families: Sequence[str] | None = None,
-    dtypes: Sequence[str] = problems.SUPPORTED_DTYPES,
+    dtypes: Sequence[str] = legality.SUPPORTED_DTYPES,
     odd_dims: bool = True,
     per_problem: int = 4,
     target: str = DEFAULT_TARGET,
@@ -353,7 +346,7 @@ def agreement_sweep(
     rows, misses = [], []
     drawn = sweep_problems(n_problems, seed, families, dtypes, odd_dims)
     for name, shape, dtype in drawn:
-        candidates = problems.candidate_configs(name, shape, dtype)
+        candidates = legality.candidate_configs(name, shape, dtype)
         if len(candidates) > per_problem:
             chosen = sorted(pick.choice(len(candidates), per_problem, replace=False))
             candidates = [candidates[i] for i in chosen]
@@ -476,38 +469,3 @@ def problem_verdicts(
     if compiler.tpu_compiler_available():
         return problem_report(family_name, shape, dtype, target), "compiled here"
     return bundled_problem(family_name, shape, dtype, target), "bundled"
-
-
-def plot_verdicts(rows: Sequence[Mapping[str, Any]], x: str, y: str, ax: Any = None, title: str = "") -> Any:
-    """A grid of configurations over block keys ``x`` and ``y`` (each cell: the configurations
-    with those two sizes), coloured by verdict: green where the rules call it legal and Mosaic
-    compiles it, red where Mosaic refuses and the rules agree, and orange or purple where they
-    disagree (legal but refused / illegal but compiled). Returns the matplotlib axes."""
-    import matplotlib.pyplot as plt  # only for the picture
-    from matplotlib.colors import ListedColormap
-
-    xs = sorted({int(r["config"][x]) for r in rows})
-    ys = sorted({int(r["config"][y]) for r in rows})
-    kinds = ("legal, compiles", "illegal, refused", "legal, REFUSED", "illegal, compiles")
-    grid = [[float("nan")] * len(xs) for _ in ys]
-    for r in rows:
-        kind = (
-            (0 if r["compiles"] else 1)
-            if bool(r["legal"]) == bool(r["compiles"])
-            else (2 if r["legal"] else 3)
-        )
-        i, j = ys.index(int(r["config"][y])), xs.index(int(r["config"][x]))
-        old = grid[i][j]
-        grid[i][j] = kind if old != old or kind >= 2 else min(old, kind)  # a disagreement shows
-    if ax is None:
-        _, ax = plt.subplots(figsize=(1.0 + 0.55 * len(xs), 0.8 + 0.45 * len(ys)))
-    cmap = ListedColormap(["#4caf50", "#e57373", "#ff9800", "#7e57c2"])
-    ax.imshow(grid, cmap=cmap, vmin=0, vmax=3, origin="lower", aspect="auto")
-    ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [str(v) for v in ys])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.set_title(title or "the TPU rules' verdict beside Mosaic's")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in cmap.colors]
-    ax.legend(handles, kinds, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    return ax
