@@ -66,9 +66,10 @@ test-newest: $(STAMP) browser
 	$(PY) -m pytest -m quiet
 
 ## test-colab: the unit tests marked `core` in .venv-colab (Colab's versions: flax, the profiler,
-## compile options, Pallas), then its timing tests alone
+## compile options, Pallas), and every test marked `tpu` (compiling for a TPU v5e with Colab's jax and
+## its libtpu: every corpus family, the examples, the notebooks' TPU programs, Mosaic), then its timing tests alone
 test-colab: $(COLAB_STAMP)
-	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) -m "core and not slow and not notebooks and not quiet"
+	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) -m "((core and not slow) or tpu) and not notebooks and not quiet and not newest_only"
 	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m "core and quiet and not newest_only"
 
 ## check: the edit loop: unit tests only (nothing timed on the device, no training runs, no notebooks)

@@ -27,6 +27,9 @@ from tpucost.programs import corpus, diffrax_models, keras_apps
 from tpucost.programs.examples import EXAMPLES
 from tpucost.programs.families import FAMILIES, WRITTEN_BY_OTHERS
 
+#: Every test here compiles for a TPU (or checks what does): make test-colab runs them on Colab's libtpu too.
+pytestmark = pytest.mark.tpu
+
 needs_libtpu = pytest.mark.skipif(
     not compiler.tpu_compiler_available(), reason=f"no TPU compiler here: {compiler.INSTALL_HINT}"
 )
@@ -475,3 +478,22 @@ def test_each_tpu_configuration_changes_the_kernels(config):
     default = compiler.compile_for_target(fn, args, "tpu-v5e")
     changed = compiler.compile_for_target(fn, args, "tpu-v5e", corpus.CONFIGURATIONS[config].compiler_options)
     assert corpus.kernel_signatures(changed.text) != corpus.kernel_signatures(default.text)
+
+
+@pytest.mark.slow
+@needs_libtpu
+def test_the_notebooks_tpu_programs_compile_here():
+    """What notebooks 01, 03 and 05 compile for a TPU v5e compiles under this environment's jax and
+    libtpu (make test-colab: Colab's), with the compiler's estimates."""
+    import project_tools
+
+    tool = project_tools.load("bundle_tpu_programs")
+    for name, (_, fn, args) in tool.bundled_programs().items():
+        estimate = xla_estimates.program_estimate(compiler.compile_for_target(fn, args, "tpu-v5e"))
+        assert estimate.estimated_kernels > 0 and estimate.xla_estimated_ns > 0, name
+    fn, args, _ = compile_commands.resolve_program("example:mixer")
+    rows = xla_estimates.configuration_estimates(
+        fn, args, "tpu-v5e", corpus.compile_option_configurations("tpu")
+    )
+    assert [r["configuration"] for r in rows] == ["default", *backends.BACKENDS["tpu"].compile_configurations]
+    assert all(r["xla_estimated_ns"] > 0 for r in rows)

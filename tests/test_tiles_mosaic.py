@@ -16,6 +16,9 @@ from tpucost import compiler, tiles
 from tpucost.cli import tile_commands
 from tpucost.tiles import mosaic, overhead
 
+#: Every test here compiles for a TPU (or checks what does): make test-colab runs them on Colab's libtpu too.
+pytestmark = pytest.mark.tpu
+
 needs_libtpu = pytest.mark.skipif(
     not compiler.tpu_compiler_available(), reason=f"no TPU compiler here: {compiler.INSTALL_HINT}"
 )
