@@ -6,7 +6,7 @@ program, same run.
 For each of the autotuner's example programs (default configuration) and a few corpus programs:
 the best of ``--repeats`` wall times of `tpucost.compiler.compile_for_target` for ``tpu-v5e`` (libtpu,
 no TPU) and for ``cpu`` (this machine's XLA:CPU, the compile every other part of tpucost does), each
-compile from a fresh `jax.jit` (no compile cache), and their ratio TPU / CPU. Then the Mosaic verdict
+compile after `jax.clear_caches()` (no compile cache), and their ratio TPU / CPU. Then the Mosaic verdict
 of a tile configuration (`tpucost.tiles.mosaic.mosaic_verdict`) against the same kernel compiled for
 XLA:CPU as the labels' XLA loop. Needs the ``tpu`` extra.
 """
@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+
+import jax
 
 from tpucost import compiler, device, tiles
 from tpucost.autotune.tunable import load_tunable
@@ -27,8 +29,10 @@ CORPUS_PROGRAMS = ("mlp-train_step-0-0", "cnn-grad-0-0", "transformer_encoder-fo
 
 
 def best_seconds(fn, repeats: int) -> float:
+    """The best of ``repeats`` wall times of ``fn()``, JAX's in-memory caches cleared before each."""
     times = []
     for _ in range(repeats):
+        jax.clear_caches()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
