@@ -344,6 +344,8 @@ def test_bundled_programs_load_with_their_provenance(name):
     assert provenance["compiler"]["libtpu"] and provenance["command"] == "python tools/bundle_tpu_programs.py"
     assert program.cost_analysis["flops"] > 0
     assert xla_estimates.program_estimate(program).estimated_kernels > 0
+    if name == "nb01_small_cnn":  # one convolution and two dense layers, one of them in a nested fusion
+        assert kernels.module_summary(program.module)["convolution ops"] == 3
 
 
 def test_without_libtpu_the_notebooks_read_the_bundled_modules(monkeypatch):

@@ -257,14 +257,15 @@ def module_summary(module: Module) -> dict[str, int]:
 
     Keys: ``kernels`` (async copies aside), ``asynchronous copies``, ``kLoop fusions``, ``kInput
     fusions``, ``kOutput fusions``, ``kCustom fusions`` (by the fusion's ``kind`` attribute: XLA:CPU's
-    YNNPACK fusions are ``kCustom``), ``lone ops``, ``dot ops`` and
-    ``convolution ops`` (nodes of all kernels), ``tiled outputs`` (kernels whose output layout has
-    tiles ``T(...)``) and ``outputs in memory space 1`` (``S(1)``: the TPU's VMEM).
+    YNNPACK fusions are ``kCustom``), ``lone ops``, ``dot ops`` and ``convolution ops`` (ops of all
+    kernels, fusions nested in a kernel's body included), ``tiled outputs`` (kernels with an output
+    whose layout has tiles ``T(...)``, any element of a tuple output) and ``outputs in memory space
+    1`` (the same with ``S(1)``: the TPU's VMEM).
     """
     ks = decompose(module)
     compute = [k for k in ks if not k.is_async_copy]
-    nodes = [n for k in compute for n in k.nodes]
-    layouts = [k.instruction.shape.layout for k in compute]
+    ops = [op for k in compute for n in k.nodes for op in _ops_within(module, n)]
+    outputs = [list(k.instruction.shape.leaves()) for k in compute]
     return {
         "kernels": len(compute),
         "asynchronous copies": len(ks) - len(compute),
@@ -275,8 +276,20 @@ def module_summary(module: Module) -> dict[str, int]:
             for kind in ("kLoop", "kInput", "kOutput", "kCustom")
         },
         "lone ops": sum(k.opcode != "fusion" for k in compute),
-        "dot ops": sum(n.opcode == "dot" for n in nodes),
-        "convolution ops": sum(n.opcode == "convolution" for n in nodes),
-        "tiled outputs": sum(bool(layout and layout.tiles) for layout in layouts),
-        "outputs in memory space 1": sum(bool(layout and layout.memory_space == 1) for layout in layouts),
+        "dot ops": ops.count("dot"),
+        "convolution ops": ops.count("convolution"),
+        "tiled outputs": sum(any(s.layout and s.layout.tiles for s in leaves) for leaves in outputs),
+        "outputs in memory space 1": sum(
+            any(s.layout and s.layout.memory_space == 1 for s in leaves) for leaves in outputs
+        ),
     }
+
+
+def _ops_within(module: Module, inst: Instruction) -> Iterator[str]:
+    """``inst``'s opcode, or for a fusion nested in a kernel's body, the opcodes of its own body."""
+    body = _fused_body(module, inst) if inst.opcode == "fusion" else None
+    if body is None:
+        yield inst.opcode
+        return
+    for inner in body.instructions:
+        yield from _ops_within(module, inner)

@@ -278,8 +278,9 @@ def evaluate_estimates(ds: kernel_data.KernelDataset, split: Split) -> dict[str,
     kinds = sorted(set(ds.table.columns["device_kind"].astype(str)))
     target = backends.tpu_target(kinds[0]) if measured_on == ["tpu"] and len(kinds) == 1 else None
     if target is None:
+        devices = ", ".join(measured_on) + ("" if kinds == measured_on else f" ({', '.join(kinds)})")
         raise ValueError(
-            f"this data set was measured on {', '.join(measured_on)} ({', '.join(kinds)}): the TPU compiler's "
+            f"this data set was measured on {devices}: the TPU compiler's "
             "estimates predict a TPU's kernels, so their row needs labels measured on a TPU of a known kind "
             "(notebook 02 on a TPU runtime)"
         )
