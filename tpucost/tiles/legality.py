@@ -279,7 +279,13 @@ def check_config(
     """The config's `TilePlan` if it is legal on ``backend`` (default: JAX's); else ValueError
     naming every broken rule."""
     p = plan(family_name, shape, dtype, config)
-    problems = _rule_problems(p, backend)
+    return _plan_without(p, _rule_problems(p, backend), family_name, shape, config)
+
+
+def _plan_without(
+    p: TilePlan, problems: list[str], family_name: str, shape: Sequence[int], config: Mapping[str, int]
+) -> TilePlan:
+    """``p`` when ``problems`` is empty, else ValueError naming the config and every problem."""
     if problems:
         raise ValueError(
             f"{family_name} {tuple(shape)} config {dict(config)} is illegal: " + "; ".join(problems)
@@ -338,9 +344,4 @@ def block_transfers(block: Block, grid: tuple[int, ...]) -> int:
 def candidate_plan(family_name: str, shape: Sequence[int], dtype: Any, config: Mapping[str, int]) -> TilePlan:
     """The plan of a candidate config; ValueError naming what makes it no candidate."""
     p = plan(family_name, shape, dtype, config)
-    problems = alignment_problems(p, SUBLANE)
-    if problems:
-        raise ValueError(
-            f"{family_name} {tuple(shape)} config {dict(config)} is illegal: " + "; ".join(problems)
-        )
-    return p
+    return _plan_without(p, alignment_problems(p, SUBLANE), family_name, shape, config)
