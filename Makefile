@@ -72,9 +72,10 @@ test-colab: $(COLAB_STAMP)
 	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) -m "((core and not slow) or tpu) and not notebooks and not quiet and not newest_only"
 	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m "core and quiet and not newest_only"
 
-## check: the edit loop: unit tests only (nothing timed on the device, no training runs, no notebooks)
+## check: the edit loop: unit tests only (nothing timed on the device, no training runs, no notebooks,
+## no compiling for a TPU)
 check: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -m "not measures and not slow and not notebooks"
+	$(PY) -m pytest -n $(JOBS) -m "not measures and not slow and not notebooks and not tpu"
 
 ## lab: open JupyterLab on notebooks/
 lab: $(STAMP)

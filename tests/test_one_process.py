@@ -193,6 +193,7 @@ def tiny_spec(tmp_path):
     return f"{tmp_path}/tiny.py:tiny"
 
 
+@pytest.mark.slow  # a whole autotune run (make check leaves it out)
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("backend", ["tpu"])
 def test_an_accelerator_autotune_measures_scores_and_takes_its_noise_floor_in_one_process(
@@ -305,6 +306,7 @@ class _Spawned(Exception):
     pass
 
 
+@pytest.mark.slow  # a whole autotune run (make check leaves it out)
 @pytest.mark.timeout(600)
 def test_on_cpu_the_remeasurement_noise_floor_and_scoring_use_separate_processes(tiny_spec, monkeypatch):
     from tpucost.costmodel import CostModel
@@ -390,6 +392,7 @@ def test_a_noise_floor_of_another_backend_is_refused(monkeypatch):
         protocol._noise(tunable, 1.0, 2, 1, True, "cpu")
 
 
+@pytest.mark.slow  # starts notebook kernels (make check leaves it out)
 def test_the_notebooks_print_what_the_pinning_did():
     """Notebooks 02, 03 and 05 print the `Pinning` (pinned or not, and why), not a fixed sentence."""
     import nbformat
