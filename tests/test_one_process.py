@@ -24,7 +24,7 @@ import jax
 import pytest
 from test_autotune import _report  # a small report of the shape `autotune` writes
 
-from tpucost import autotune, device
+from tpucost import autotune, device, tpu_host
 from tpucost.autotune import protocol, wall_time
 from tpucost.cli import common
 
@@ -94,7 +94,7 @@ def test_the_backend_is_decided_before_jax_starts_from_platforms_and_device_file
     dev = tmp_path / "dev"
     dev.mkdir()
     decide = device.backend_before_start
-    monkeypatch.setattr(device, "_tpu_plugin_installed", lambda: True)
+    monkeypatch.setattr(tpu_host, "libtpu_installed", lambda: True)
     monkeypatch.setattr(device, "_gpu_plugin_installed", lambda kind: True)
     assert decide("", dev) == "cpu"  # no device files
     assert decide("tpu", dev) == "tpu" and decide("cpu", dev) == "cpu" and decide("tpu,cpu", dev) == "tpu"
@@ -106,7 +106,7 @@ def test_the_backend_is_decided_before_jax_starts_from_platforms_and_device_file
     (dev / "vfio").mkdir()
     (dev / "vfio" / "0").touch()  # a TPU v5e VM's chip
     assert decide("", dev) == "tpu" and decide("cpu", dev) == "cpu"
-    monkeypatch.setattr(device, "_tpu_plugin_installed", lambda: False)
+    monkeypatch.setattr(tpu_host, "libtpu_installed", lambda: False)
     assert decide("", dev) == "cpu"  # a chip without libtpu
 
 

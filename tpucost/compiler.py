@@ -34,7 +34,6 @@ import dataclasses
 import datetime
 import functools
 import importlib.metadata
-import importlib.util
 import os
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
@@ -49,13 +48,15 @@ from jax.experimental import topologies
 from tpucost import backends, compat, hlo
 from tpucost.files import read_json_object, write_json_atomic, write_text_atomic
 from tpucost.measure import compile_fn
-from tpucost.tpu_host import quiet_libtpu_startup
+from tpucost.tpu_host import libtpu_installed, quiet_libtpu_startup
 
 __all__ = [
     "INSTALL_HINT",
     "TpuCompilerMissing",
     "TargetProgram",
     "tpu_compiler_available",
+    "require_tpu_compiler",
+    "target_sharding",
     "compiler_versions",
     "target_device",
     "abstract_arguments",
@@ -97,7 +98,7 @@ class TargetProgram:
 
 def tpu_compiler_available() -> bool:
     """Whether libtpu (the TPU compiler) is installed."""
-    return importlib.util.find_spec("libtpu") is not None
+    return libtpu_installed()
 
 
 def compiler_versions(target: backends.Target | str = "cpu") -> dict[str, str | None]:
@@ -112,9 +113,11 @@ def compiler_versions(target: backends.Target | str = "cpu") -> dict[str, str | 
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "libtpu": libtpu}
 
 
-def _require_tpu_compiler(target: backends.Target) -> None:
+def require_tpu_compiler(what: str) -> None:
+    """Raise `TpuCompilerMissing` (``"<what> needs the TPU compiler: <how to install it>"``)
+    unless libtpu is installed."""
     if not tpu_compiler_available():
-        raise TpuCompilerMissing(f"compiling for {target.name} needs the TPU compiler: {INSTALL_HINT}")
+        raise TpuCompilerMissing(f"{what} needs the TPU compiler: {INSTALL_HINT}")
 
 
 @functools.cache
@@ -124,7 +127,7 @@ def target_device(name: str) -> jax.Device:
     target = backends.target(name)
     if not target.is_tpu:
         return jax.devices("cpu")[0]
-    _require_tpu_compiler(target)
+    require_tpu_compiler(f"compiling for {target.name}")
     quiet_libtpu_startup()  # done at import too; again in case the variables were removed since
     if jax.default_backend() == "tpu" and jax.devices()[0].device_kind == target.device_kind:
         return jax.devices()[0]
@@ -132,6 +135,12 @@ def target_device(name: str) -> jax.Device:
         topology_name=target.topology, platform="tpu", chips_per_host_bounds=(1, 1, 1), num_slices=1
     )
     return topology.devices[0]
+
+
+def target_sharding(name: str) -> jax.sharding.NamedSharding:
+    """An array placed whole (replicated) on the one device of target ``name`` (`target_device`)."""
+    mesh = jax.sharding.Mesh(np.array([target_device(name)]), ("x",))
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
 
 def abstract_arguments(args: Sequence[Any], target: backends.Target | str) -> tuple[Any, ...]:
@@ -143,8 +152,7 @@ def abstract_arguments(args: Sequence[Any], target: backends.Target | str) -> tu
     target = backends.target(target) if isinstance(target, str) else target
     if not target.is_tpu:
         return tuple(args)
-    mesh = jax.sharding.Mesh(np.array([target_device(target.name)]), ("x",))
-    placed = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    placed = target_sharding(target.name)
 
     def abstract(leaf: Any) -> Any:
         if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):

@@ -160,11 +160,6 @@ def expected_backend() -> str:
     return backend_before_start()
 
 
-def _tpu_plugin_installed() -> bool:
-    """Whether libtpu (JAX's TPU runtime, the ``tpu`` extra) is importable."""
-    return importlib.util.find_spec("libtpu") is not None
-
-
 def _gpu_plugin_installed(kind: str) -> bool:
     """Whether a JAX plugin for ``kind`` (``"cuda"`` or ``"rocm"``) is installed: a module of the
     ``jax_plugins`` namespace package or an entry point of that group (how JAX finds them)."""
@@ -206,7 +201,7 @@ def backend_before_start(platforms: str | None = None, dev: Path = Path("/dev"))
         return _backend_name(name)
     if listed:
         return "cpu"
-    if tpu_host.tpu_chip_here(dev) and _tpu_plugin_installed():
+    if tpu_host.tpu_chip_here(dev) and tpu_host.libtpu_installed():
         return "tpu"
     for kind in ("cuda", "rocm"):
         if _gpu_here(dev, kind) and _gpu_plugin_installed(kind):

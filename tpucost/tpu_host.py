@@ -18,10 +18,11 @@ are unset: on a TPU VM libtpu reads the real values and one process holds the ch
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
-__all__ = ["tpu_chip_here", "quiet_libtpu_startup"]
+__all__ = ["libtpu_installed", "tpu_chip_here", "quiet_libtpu_startup"]
 
 #: What libtpu is told on a machine without a TPU: one v5e chip, this host, any number of processes.
 QUIET_LIBTPU_ENV = {
@@ -29,6 +30,11 @@ QUIET_LIBTPU_ENV = {
     "TPU_WORKER_HOSTNAMES": "localhost",
     "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
 }
+
+
+def libtpu_installed() -> bool:
+    """Whether libtpu (JAX's TPU runtime and compiler, the ``tpu`` extra) is importable."""
+    return importlib.util.find_spec("libtpu") is not None
 
 
 def tpu_chip_here(dev: Path = Path("/dev")) -> bool:

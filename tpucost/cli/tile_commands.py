@@ -189,8 +189,7 @@ def _compiling_suggestions(
 ) -> tuple[list[dict], str]:
     """The model's best ``top`` configurations among those legal on the TPU backend that Mosaic
     compiles for ``target`` (asked in the model's order until ``top`` compile)."""
-    if not compiler.tpu_compiler_available():
-        raise compiler.TpuCompilerMissing(f"--target {target} compiles with Mosaic: {compiler.INSTALL_HINT}")
+    compiler.require_tpu_compiler(f"--target {target} (Mosaic)")
     ranked = tile_task.suggest_tiles(
         family, shape, dtype, len(tiles.candidate_configs(family, shape, dtype)), model, backend="tpu"
     )

@@ -126,8 +126,7 @@ def compile_row_major(
         check=False,
         vmem_limit_bytes=vmem_limit_bytes,
     )
-    mesh = jax.sharding.Mesh(np.array([compiler.target_device(target)]), ("x",))
-    placed = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    placed = compiler.target_sharding(target)
 
     def row_major(rank: int) -> Any:
         return Format(Layout(tuple(range(rank))), placed)
@@ -194,8 +193,7 @@ def verdicts(
     rules), ``compiles`` (Mosaic's verdict for ``target``), ``error`` and ``compile_s``."""
     fam = family(family_name)
     shape = legality.check_shape(fam.name, shape)
-    if not compiler.tpu_compiler_available():
-        raise compiler.TpuCompilerMissing(f"Mosaic's verdict needs the TPU compiler: {compiler.INSTALL_HINT}")
+    compiler.require_tpu_compiler("Mosaic's verdict")
     return [
         _verdict_row(fam.name, shape, dtype, c, target)
         for c in legality.candidate_configs(fam.name, shape, dtype)
@@ -339,8 +337,7 @@ def agreement_sweep(
     shape and dtype)}``: what ``python -m tpucost tiles-legal --sweep N --seed S`` prints."""
     if per_problem < 1:
         raise ValueError(f"per_problem must be >= 1, got {per_problem}")
-    if not compiler.tpu_compiler_available():
-        raise compiler.TpuCompilerMissing(f"Mosaic's verdict needs the TPU compiler: {compiler.INSTALL_HINT}")
+    compiler.require_tpu_compiler("Mosaic's verdict")
     start = time.perf_counter()
     pick = np.random.default_rng([SWEEP_STREAM, int(seed), 1])
     rows, misses = [], []
