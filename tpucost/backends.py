@@ -265,9 +265,11 @@ TARGETS: dict[str, Target] = {
 DEFAULT_TPU_TARGET = "tpu-v5e"
 
 
-def target(name: str | None = None) -> Target:
+def target(name: str | Target | None = None) -> Target:
     """The `Target` called ``name`` (``"cpu"``, ``"tpu"`` for `DEFAULT_TPU_TARGET`, ``"tpu-v5e"``, ...);
-    None: the CPU. ValueError naming the known targets for another name."""
+    None: the CPU; a `Target` is returned as it is. ValueError naming the known targets for another name."""
+    if isinstance(name, Target):
+        return name
     key = (name or "cpu").lower()
     key = DEFAULT_TPU_TARGET if key == "tpu" else key
     if key not in TARGETS:

@@ -105,7 +105,7 @@ def compiler_versions(target: backends.Target | str = "cpu") -> dict[str, str | 
     """``{"jax", "jaxlib", "libtpu"}``: the versions that compile for ``target`` (libtpu None for
     the CPU target, or when it is not installed)."""
     libtpu = None
-    if backends.target(target).is_tpu if isinstance(target, str) else target.is_tpu:
+    if backends.target(target).is_tpu:
         try:
             libtpu = importlib.metadata.version("libtpu")
         except importlib.metadata.PackageNotFoundError:
@@ -149,7 +149,7 @@ def abstract_arguments(args: Sequence[Any], target: backends.Target | str) -> tu
     Array leaves (anything with ``shape`` and ``dtype``) become `jax.ShapeDtypeStruct`; Python
     scalars become weakly typed scalars, as `jax.jit` traces them.
     """
-    target = backends.target(target) if isinstance(target, str) else target
+    target = backends.target(target)
     if not target.is_tpu:
         return tuple(args)
     placed = target_sharding(target.name)
@@ -190,7 +190,7 @@ def compile_for_target(
     `TpuCompilerMissing` when a TPU target is asked for without libtpu, and jax's own error when
     the compiler rejects the program (e.g. a Pallas kernel whose blocks do not fit VMEM).
     """
-    target = backends.target(target) if isinstance(target, str) else target
+    target = backends.target(target)
     if target.is_tpu:
         placed = abstract_arguments(args, target)
         options = dict(compiler_options or {}) or None
@@ -226,7 +226,7 @@ def unsupported_compile_options(options: Mapping[str, Any], target: backends.Tar
     """The names in ``options`` that ``target``'s compiler rejects ("No such compile option"): asked
     of libtpu for a TPU target (one small compile per option, remembered), of the installed jaxlib
     (`tpucost.compat`) for the CPU."""
-    target = backends.target(target) if isinstance(target, str) else target
+    target = backends.target(target)
     if not target.is_tpu:
         return compat.unsupported_compile_options(options)
     return [name for name, value in options.items() if not _option_accepted(target.name, name, str(value))]
@@ -286,7 +286,7 @@ def compile_or_bundled(
     """``fn(*args)`` compiled for ``target`` where libtpu is installed (or for the CPU target),
     else the bundled program ``bundled`` (the same program at the notebook's default sizes);
     and one sentence saying which, with the compiler's versions."""
-    target = backends.target(target) if isinstance(target, str) else target
+    target = backends.target(target)
     if not target.is_tpu or tpu_compiler_available():
         program = compile_for_target(fn, args, target)
         libtpu = program.compiler["libtpu"]

@@ -245,7 +245,7 @@ def estimate_predictor(
     which `tpucost.evaluate.runtime_metrics` drops and counts (``n_dropped``). A target without a
     known clock predicts NaN everywhere.
     """
-    target = backends.target(target) if isinstance(target, str) else target
+    target = backends.target(target)
     backend, kind = target.backend, target.device_kind or ""
     estimates: dict[str, float] = {}
     for program_id, configuration in sorted(set(programs)):
