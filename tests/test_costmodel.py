@@ -17,10 +17,11 @@ from tpucost.data import collection, kernel_collection
 from tpucost.data import kernel as kernel_data
 from tpucost.data.splits import Split
 from tpucost.tasks import kernel as kernel_task
+from tpucost.tasks import kernel_experiments
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
-METHODS = ("gnn", "lstm", "analytical")
+METHODS = kernel_task.METHODS
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def trained(tiny_trained):
 def test_training_writes_every_method_and_evaluates_on_test(tiny, trained):
     out, report = trained
     assert (out / "gnn" / "params.msgpack").exists() and (out / "lstm" / "config.json").exists()
-    assert (out / "analytical.json").exists()
+    assert (out / "analytical.json").exists() and (out / "constant.json").exists()
     saved = json.loads((out / "evaluation.json").read_text())
     assert set(saved["results"]) == set(METHODS)
     split = kernel_data.split(tiny, "random")
@@ -46,6 +47,9 @@ def test_training_writes_every_method_and_evaluates_on_test(tiny, trained):
         result = saved["results"][method]
         assert result["n_kernels"] == len(rows.kernel) and result["n_programs"] == len(split.test_ids)
         assert result["unseen"]["n_kernels"] == np.isin(rows.kernel, split.test).sum() > 0
+        novel = kernel_data.structure_novel(tiny, rows.kernel, split.train)
+        assert result["structure_novel"]["n_kernels"] == novel.sum() <= result["unseen"]["n_kernels"]
+        assert not (novel & ~np.isin(rows.kernel, split.test)).any()  # a training kernel is never novel
         assert sum(result["n_programs_by_family"].values()) == len(split.test_ids)
 
 
@@ -288,22 +292,24 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
     assert set(table) == set(METHODS)
     headline = {"mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs"}
     saved = json.loads((out / "evaluation.json").read_text())["results"]
+    parts = {"structure_novel", "unseen", "all_test_program_kernels"}
     for method, row in table.items():
+        assert set(row) == parts | {"n_programs_by_family"}
+        assert all(set(row[p]) == headline for p in parts)
+        # The headline: structure-novel and unseen rows, with counts; then every row of the test programs.
+        for part in ("structure_novel", "unseen"):
+            np.testing.assert_equal(row[part], {k: saved[method][part][k] for k in headline})
         everything = row["all_test_program_kernels"]
-        assert set(row) == headline | {"all_test_program_kernels", "n_programs_by_family"}
-        assert set(everything) == headline
-        # The headline is the unseen kernels' figure; the rows of training kernels come second.
-        np.testing.assert_equal(
-            {k: row[k] for k in headline}, {k: saved[method]["unseen"][k] for k in headline}
-        )
-        np.testing.assert_equal({k: everything[k] for k in headline}, {k: saved[method][k] for k in headline})
-        assert row["n_kernels"] <= everything["n_kernels"]
+        np.testing.assert_equal(everything, {k: saved[method][k] for k in headline})
+        assert row["structure_novel"]["n_kernels"] <= row["unseen"]["n_kernels"] <= everything["n_kernels"]
         assert sum(row["n_programs_by_family"].values()) == everything["n_programs"]
     assert cli.main(["evaluate", "--model", str(out), "--data", str(tiny.root), "--split", "random"]) == 0
     printed = capsys.readouterr().out
-    assert printed.index("Unseen test kernels (the headline)") < printed.index(
-        "All kernels the test programs ran"
-    )
+    assert printed.index("Structure-novel test rows (the headline)") < printed.index("Unseen test rows")
+    assert printed.index("Unseen test rows") < printed.index("All rows of the test programs")
+    by_novelty = ["evaluate", "--model", str(out), "--data", str(tiny.root), "--by-novelty"]
+    assert cli.main(by_novelty) == 0
+    assert capsys.readouterr().out.strip() == results.novelty_table(saved)
     # --methods: only those (a folder trained with `train --methods gnn` has no lstm to load).
     folder = ["evaluate", "--model", str(out), "--data", str(tiny.root), "--json", "--methods"]
     assert cli.main([*folder, "gnn,analytical"]) == 0
@@ -325,23 +331,25 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
 def test_hparam_search_scores_validation_programs_and_resumes(tiny, tmp_path, monkeypatch):
     ds = tiny
     out = tmp_path / "search.json"
-    first = kernel_task.hparam_search(ds, out, ["gnn-base"], epochs=1, progress=False)
+    first = kernel_experiments.hparam_search(ds, out, ["gnn-base"], epochs=1, progress=False)
     (trial,) = first["trials"]
     split = kernel_data.split(ds, "random")
     assert first["scored_on"] == "validation" and first["winner"] == "gnn-base"
     assert trial["val_programs"] == len(split.val_ids) and trial["epochs_run"] == 1
     ran = []
     monkeypatch.setattr(
-        kernel_task,
+        kernel_experiments,
         "_hparam_trial",
         lambda name, *a, **k: (
             ran.append(name) or {**trial, "trial": name, "val_mape_ge5us": trial["val_mape_ge5us"] - 1}
         ),
     )
-    again = kernel_task.hparam_search(ds, out, ["gnn-base", "gnn-wide"], epochs=1, progress=False)
+    again = kernel_experiments.hparam_search(ds, out, ["gnn-base", "gnn-wide"], epochs=1, progress=False)
     assert ran == ["gnn-wide"] and again["winner"] == "gnn-wide"  # the finished trial is not run again
     with pytest.raises(ValueError, match="unknown trials"):
-        kernel_task.hparam_search(ds, out, ["gnn-huge"])
+        kernel_experiments.hparam_search(ds, out, ["gnn-huge"])
+    with pytest.raises(ValueError, match="search of the random split, not hard"):
+        kernel_experiments.hparam_search(ds, out, ["gnn-base"], split="hard")
 
 
 def test_the_checkpoints_readme_tables_are_what_experiment_tables_prints():
@@ -351,3 +359,30 @@ def test_the_checkpoints_readme_tables_are_what_experiment_tables_prints():
         assert section in tables, section
     missing = [line for line in tables.splitlines() if line.strip() and line not in readme]
     assert not missing, missing[:3]
+
+
+def test_structure_hash_ignores_shapes_and_structure_novel_needs_a_new_graph():
+    rng = np.random.default_rng(3)
+    g = rand_graph(rng, 5)
+    reshaped = g._replace(node_features=g.node_features * 2.0, name="other")
+    rewired = g._replace(senders=g.senders[::-1].copy())
+    assert kernel_data.structure_hash(g) == kernel_data.structure_hash(reshaped)
+    assert kernel_data.kernel_hash(g, "cpu") != kernel_data.kernel_hash(reshaped, "cpu")
+    assert kernel_data.structure_hash(g) != kernel_data.structure_hash(g._replace(kind="other"))
+    if not np.array_equal(rewired.senders, g.senders):
+        assert kernel_data.structure_hash(g) != kernel_data.structure_hash(rewired)
+
+
+def test_constant_baseline_is_the_median_of_each_kind_in_log_space():
+    from tpucost.baselines import KindMedianModel
+
+    model = KindMedianModel().fit([100.0, 400.0, 10.0, 1000.0, 10_000.0], ["a", "a", "b", "b", "b"])
+    rng = np.random.default_rng(0)
+    graphs = [rand_graph(rng, 3)._replace(kind=k) for k in ("a", "b", "never")]
+    np.testing.assert_allclose(model.predict(graphs), [200.0, 1000.0, 400.0])  # geometric medians
+    again = KindMedianModel.from_json(model.to_json())
+    np.testing.assert_allclose(again.predict(graphs), model.predict(graphs))
+    with pytest.raises(ValueError, match="missing field 'log_ns_default'"):
+        KindMedianModel.from_json({"log_ns_by_kind": {}})
+    with pytest.raises(ValueError, match="every runtime > 0"):
+        KindMedianModel().fit([0.0], ["a"])

@@ -16,16 +16,22 @@ The correction also holds the device's dispatch overhead per kernel, measured on
 (`tpucost.data.kernel_collection.dispatch_ns_per_kernel`), which program totals add to the kernels' sum.
 The correction is stored in the user cache under the model's key (a hash of its checkpoint
 files), the device fingerprint's id and the jaxlib version (another compiler cuts programs into
-other kernels), and `tpucost.CostModel.load` applies it automatically on that device and compiler. ``before``/``after`` errors are measured honestly: the correction reported as
-"after" for a program was fitted on the OTHER half of the calibration programs (2-fold by
-program); the stored correction is then fitted on all of them.
+other kernels), and `tpucost.CostModel.load` applies it automatically on that device and compiler.
+
+Scored on kernels the model never saw. The calibration programs have their own seed, but many of
+their kernels are the same kernels as training kernels (a small elementwise fusion recurs in every
+family). `choose_correction` leaves out every calibration kernel whose `kernel_hash` is one of the
+model's training kernels (`training_kernel_hashes`) from the fit and from every error, and says how
+many it left out. ``before``/``after`` errors are cross-fitted by family: each family's kernels are
+corrected by offsets fitted on the other families' kernels; the stored correction is then fitted on
+all of them.
 
 Which correction: per-kind offsets, one global offset, or none. A correction fitted on 26 programs
-is itself noisy; on the machine that measured the model's labels it can only add error (measured:
-10.5% median APE before, 25% after per-kind offsets). `choose_correction` cross-fits all three and
-keeps the one with the lowest cross-fitted mean absolute log error (every kernel counts, so a
-minority of kernels left 2x off is seen), so a model is only corrected where the correction
-measurably helps.
+is itself noisy, and on the machine that measured the model's labels it can only add error.
+`choose_correction` cross-fits all three and keeps the one with the lowest cross-fitted mean
+absolute log error (every kernel counts, so a minority of kernels left 2x off is seen); the report
+shows each mode's error beside the kept one's, because the kept one was chosen on those same
+figures. The bundled reports (``bundled/calibration``, `bundled_reports`) hold measured figures.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +47,7 @@ import numpy as np
 from tqdm import tqdm
 
 from tpucost import device, features
+from tpucost.data import kernel as kernel_data
 from tpucost.data import kernel_collection
 from tpucost.files import bundled_dir, cache_dir, read_json, write_json_atomic
 from tpucost.programs import applicable_configurations, generate_programs
@@ -58,6 +65,7 @@ __all__ = [
     "measure_calibration_set",
     "fit_correction",
     "cross_fitted_errors",
+    "training_kernel_hashes",
     "model_key",
     "correction_path",
     "load_correction",
@@ -116,6 +124,10 @@ class CalibrationSet:
     device: dict[str, Any]
     seconds: float
     pairs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: Per kernel: its `tpucost.data.kernel.kernel_hash` (to leave out the model's training kernels).
+    hashes: list[str] = dataclasses.field(default_factory=list)
+    #: Per kernel: its program's family (the cross-fitting folds); empty: folds by program.
+    families: list[str] = dataclasses.field(default_factory=list)
 
 
 #: Opcodes that make a kernel compute-bound for calibration: its class is its kind + ":compute".
@@ -174,22 +186,30 @@ def _mean_abs_log_error(predicted: np.ndarray, measured: np.ndarray) -> float:
     return float(gap.mean()) if gap.size else float("inf")
 
 
+def _folds(cal: CalibrationSet) -> np.ndarray:
+    """The cross-fitting fold of each kernel: its family (leave one family out) when ``cal`` names
+    families, else one of two halves of the programs (alternating, sorted by id)."""
+    if cal.families:
+        return np.unique(np.asarray(cal.families), return_inverse=True)[1].reshape(-1)
+    programs = sorted(set(cal.program_ids))
+    half = {p: i % 2 for i, p in enumerate(programs)}
+    return np.array([half[p] for p in cal.program_ids], dtype=np.int64)
+
+
 def cross_fitted_errors(
     predicted_ns: np.ndarray, cal: CalibrationSet, mode: str = "per_kind"
 ) -> dict[str, Any]:
-    """Median APE (%) over calibration kernels before and after correction, 2-fold by program.
+    """Median APE (%) over calibration kernels before and after correction, cross-fitted by family.
 
-    Programs are split in two halves (alternating, sorted by id); each half is corrected by the
-    offsets fitted on the other, so "after" is never scored on the kernels it was fitted on.
+    Each family's kernels are corrected by the offsets fitted on the other families' kernels (with
+    no families named, each half of the programs by the other half's), so "after" is never scored
+    on kernels of a program, or a family, it was fitted on.
     """
-    programs = sorted(set(cal.program_ids))
-    half = {p: i % 2 for i, p in enumerate(programs)}
-    fold = np.array([half[p] for p in cal.program_ids])
-    after = np.empty_like(predicted_ns)
-    for f in (0, 1):
+    fold = _folds(cal)
+    after = np.array(predicted_ns, dtype=np.float64)
+    for f in np.unique(fold):
         train, test = fold != f, fold == f
-        if not train.any() or not test.any():
-            after[test] = predicted_ns[test]
+        if not train.any():
             continue
         corr = fit_correction(
             predicted_ns[train],
@@ -200,7 +220,8 @@ def cross_fitted_errors(
         after[test] = corr.apply(predicted_ns[test], [cal.kinds[i] for i in np.flatnonzero(test)])
     return {
         "kernels": int(len(predicted_ns)),
-        "programs": len(programs),
+        "programs": len(set(cal.program_ids)),
+        "folds": "family" if cal.families else "program halves",
         "median_ape_before": _median_ape(predicted_ns, cal.measured_ns),
         "median_ape_after": _median_ape(after, cal.measured_ns),
         "mean_abs_log_error_before": _mean_abs_log_error(predicted_ns, cal.measured_ns),
@@ -210,24 +231,78 @@ def cross_fitted_errors(
     }
 
 
-def choose_correction(predicted_ns: np.ndarray, cal: CalibrationSet) -> tuple[Correction, dict[str, Any]]:
-    """The correction of the `MODES` with the lowest cross-fitted mean absolute log error, fitted on
-    all of ``cal``. Every kernel counts in that mean: a correction that leaves a minority of kernels
-    (the compute-bound ones, say) 2x off loses, where a median error would not see them.
+def _subset(cal: CalibrationSet, keep: np.ndarray) -> CalibrationSet:
+    """The kernels ``keep`` (bool mask) of ``cal``; the measured programs' log entries unchanged."""
+    idx = np.flatnonzero(keep)
+    pick = lambda values: [values[i] for i in idx] if values else []  # noqa: E731
+    return dataclasses.replace(
+        cal,
+        graphs=pick(cal.graphs),
+        kinds=pick(cal.kinds),
+        measured_ns=cal.measured_ns[idx],
+        program_ids=pick(cal.program_ids),
+        hashes=pick(cal.hashes),
+        families=pick(cal.families),
+    )
 
-    Returns it and the report: the chosen mode's `cross_fitted_errors`, plus ``"mode"``,
-    ``"modes"`` (each mode's cross-fitted median APE after correction) and ``"mode_log_errors"``
-    (each mode's cross-fitted mean absolute log error, the criterion).
+
+def choose_correction(
+    predicted_ns: np.ndarray, cal: CalibrationSet, training_hashes: Set[str] | None = None
+) -> tuple[Correction, dict[str, Any]]:
+    """The correction of the `MODES` with the lowest cross-fitted mean absolute log error, fitted on
+    the calibration kernels that are not the model's training kernels. Every kernel counts in that
+    mean: a correction that leaves a minority of kernels (the compute-bound ones, say) 2x off loses,
+    where a median error would not see them.
+
+    ``training_hashes``: the `kernel_hash` of every kernel the model trained on (`training_kernel_hashes`).
+    The calibration kernels among them are left out of the fit and of every error, so the
+    figures are those of kernels the model never saw (``"training_kernels_left_out"`` counts them;
+    None: the training kernels are not known and nothing is left out).
+
+    Returns the correction and the report: the chosen mode's `cross_fitted_errors`, plus ``"mode"``,
+    ``"modes"`` (each mode's cross-fitted median APE after correction, the chosen one among them:
+    it was chosen on these same figures, so its own is the best of three by construction) and
+    ``"mode_log_errors"`` (each mode's cross-fitted mean absolute log error, the criterion).
     """
-    errors = {mode: cross_fitted_errors(predicted_ns, cal, mode) for mode in MODES}
+    keep = np.ones(len(predicted_ns), bool)
+    if training_hashes is not None:
+        if len(cal.hashes) != len(predicted_ns):
+            raise ValueError(
+                "the calibration set has no kernel hashes: measure it again to leave out training kernels"
+            )
+        keep = np.array([h not in training_hashes for h in cal.hashes], dtype=bool)
+        if not keep.any():
+            raise ValueError(
+                "every calibration kernel is a training kernel of this model: nothing to score on"
+            )
+    kept, predicted = _subset(cal, keep), np.asarray(predicted_ns, np.float64)[keep]
+    errors = {mode: cross_fitted_errors(predicted, kept, mode) for mode in MODES}
     best = min(MODES, key=lambda m: errors[m]["mean_abs_log_error_after"])
-    correction = fit_correction(predicted_ns, cal.measured_ns, cal.kinds, pairs=cal.pairs, mode=best)
+    correction = fit_correction(predicted, kept.measured_ns, kept.kinds, pairs=cal.pairs, mode=best)
     return correction, {
         **errors[best],
         "mode": best,
         "modes": {m: errors[m]["median_ape_after"] for m in MODES},
         "mode_log_errors": {m: errors[m]["mean_abs_log_error_after"] for m in MODES},
+        "training_kernels_left_out": None if training_hashes is None else int((~keep).sum()),
     }
+
+
+def training_kernel_hashes(model_dir: str | Path) -> set[str] | None:
+    """The `kernel_hash` of every training kernel of the models in ``model_dir`` (an experiment
+    folder: its ``evaluation.json`` names the split and the data set), or None when the data set
+    is not on this machine. The bundled models' data set ships with the package."""
+    try:
+        report = read_json(Path(model_dir) / "evaluation.json", "evaluation report")
+    except (OSError, ValueError):
+        return None
+    data = Path(str(report.get("data", "")))
+    if data.name == kernel_data.BUNDLED_NAME and not data.is_dir():
+        data = kernel_data.default_data_dir()
+    if not (data / kernel_data.SCHEMA_FILE).is_file() or report.get("split") not in kernel_data.SPLITS:
+        return None
+    ds = kernel_data.load_kernel_dataset(data)
+    return set(ds.kernel_hash[kernel_data.split(ds, report["split"]).train].tolist())
 
 
 def _total_ape(predicted: np.ndarray, cal: CalibrationSet) -> float:
@@ -256,7 +331,7 @@ def measure_calibration_set(
 ) -> CalibrationSet:
     """Measure the calibration programs' kernels on this device (label mode of `tpucost.device`)."""
     start = time.perf_counter()
-    graphs, kinds, measured, program_ids, logged = [], [], [], [], []
+    graphs, kinds, measured, program_ids, logged, hashes, families = [], [], [], [], [], [], []
     pairs = [
         (p, c)
         for p in calibration_programs(n_programs)
@@ -271,6 +346,8 @@ def measure_calibration_set(
             kinds.append(kernel_class(graphs[-1]))
             measured.append(float(records.runtime_ns[i]))
             program_ids.append(f"{program.program_id}/{config}")
+            hashes.append(str(records.kernel_hash[i]))
+            families.append(program.family)
     return CalibrationSet(
         graphs,
         kinds,
@@ -279,6 +356,8 @@ def measure_calibration_set(
         device.fingerprint(),
         time.perf_counter() - start,
         logged,
+        hashes,
+        families,
     )
 
 

@@ -197,7 +197,8 @@ class CostModel:
         instead of measuring again: one measurement can calibrate several models.
 
         Returns the report stored with it: median APE (%) before and after correction on the
-        calibration kernels (cross-fitted, see `tpucost.calibration`), which correction won
+        calibration kernels that are not the model's training kernels (cross-fitted by family, see
+        `tpucost.calibration`; ``training_kernels_left_out`` counts the others), which correction won
         (``mode``: per-kind offsets, one global offset or none; `calibration.choose_correction`),
         the correction, the device, the seconds spent and the file written. Measure in the label mode
         (`tpucost.device.pin_to_one_core`, as ``python -m tpucost calibrate`` does).
@@ -210,7 +211,9 @@ class CostModel:
                 f"the calibration set was measured on {device.describe(cal.device)}, not on this device"
             )
         raw = np.asarray(self._predict_fn(cal.graphs), np.float64)
-        correction, errors = calibration.choose_correction(raw, cal)
+        model_dir = (self.loaded_with or {}).get("model_dir")
+        training = calibration.training_kernel_hashes(model_dir) if model_dir else None
+        correction, errors = calibration.choose_correction(raw, cal, training if cal.hashes else None)
         report = {
             "method": self.method,
             **errors,

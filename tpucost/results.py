@@ -32,6 +32,7 @@ __all__ = [
     "leave_group_out_table",
     "learning_curve_table",
     "kernel_results_table",
+    "novelty_table",
     "whole_program_table",
     "tile_results_table",
     "autotune_results_table",
@@ -74,34 +75,78 @@ def _root(checkpoints_dir: str | os.PathLike | None) -> Path:
     return Path(checkpoints_dir) if checkpoints_dir is not None else checkpoint.bundled_checkpoints_dir()
 
 
-_TABLE_HEADER = (
-    "| method | MAPE >=5us (%) | MAPE <5us (%) | Kendall tau | rows | programs |\n"
-    "| --- | --- | --- | --- | --- | --- |"
+#: The parts of a split's test rows Table 2 shows, headline first: (key in `evaluate_split`'s
+#: result, or None for all rows; label).
+NOVELTY_PARTS: tuple[tuple[str | None, str], ...] = (
+    ("structure_novel", "structure-novel"),
+    ("unseen", "unseen"),
+    (None, "all test-program kernels"),
 )
 
 
-def _table_row(method: str, r: dict[str, Any]) -> str:
-    return (
-        f"| {method} | {r['mape_ge5us']:.1f} | {r['mape_lt5us']:.1f} | {r['kendall_median']:.3f} "
-        f"| {r['n_kernels']} | {r['n_programs']} |"
+def _part(result: Mapping[str, Any], key: str | None) -> Mapping[str, Any]:
+    return result if key is None else result[key]
+
+
+def _figures(r: Mapping[str, Any]) -> str:
+    """``MAPE >=5us / MAPE <5us / tau`` of one part (``-`` where the part has no such kernel)."""
+    cells = [r.get("mape_ge5us"), r.get("mape_lt5us"), r.get("kendall_median")]
+    text = [
+        "-" if v is None or not np.isfinite(v) else (f"{v:.3f}" if i == 2 else f"{v:.1f}")
+        for i, v in enumerate(cells)
+    ]
+    return " / ".join(text)
+
+
+def _novelty_header(first: Mapping[str, Any], lead: list[str]) -> list[str]:
+    """Header of a Table 2 by novelty: each part with its rows and programs."""
+    return _header(
+        lead
+        + [
+            f"{label} ({_part(first, key)['n_kernels']:,} rows, {_part(first, key)['n_programs']} programs): "
+            "MAPE >=5us / <5us / tau"
+            for key, label in NOVELTY_PARTS
+        ]
     )
 
 
+def _novelty_rows(
+    results: Mapping[str, Mapping[str, Any]], lead: list[str], trail: list[str] | None = None
+) -> list[str]:
+    """One row per method of `tasks.kernel.METHODS` in ``results``, the lowest structure-novel
+    MAPE (kernels >= 5 us) in bold; ``lead`` fills the first cells of the first row, ``trail`` its last."""
+    trail = trail or []
+    methods = [m for m in METHODS if m in results]
+    best = min(methods, key=lambda m: results[m]["structure_novel"]["mape_ge5us"])
+    rows = []
+    for i, m in enumerate(methods):
+        cells = [_figures(_part(results[m], key)) for key, _ in NOVELTY_PARTS]
+        edge = (lead, trail) if i == 0 else ([""] * len(lead), [""] * len(trail))
+        rows.append(_row([*edge[0], _bold(m, m == best), *cells, *edge[1]]))
+    return rows
+
+
+def novelty_table(results: Mapping[str, Mapping[str, Any]]) -> str:
+    """Table 2 by novelty, from `tasks.kernel.evaluate_split` results by method (an
+    ``evaluation.json``'s ``"results"``): per method, the structure-novel test rows (no training
+    kernel has their opcode graph at any shape), the unseen ones (no training program ran that
+    kernel: mostly training structures at other shapes) and every row of the test programs."""
+    first = next(iter(results.values()))
+    return "\n".join([*_novelty_header(first, ["method"]), *_novelty_rows(results, [])])
+
+
 def _split_tables(report: dict[str, Any]) -> str:
-    """One split's section: sizes, unseen and all-kernel tables, dispatch overhead, training time."""
-    results = report["results"]
+    """One split's section: sizes, Table 2 by novelty, dispatch overhead, training time."""
     out = [
         f"## {report['split']} split: {report['train_programs']} / {report['val_programs']} / "
         f"{report['test_programs']} programs; {report['train_kernels']} train / {report['val_kernels']} "
         f"validation / {report['test_kernels']} test kernels",
         "",
-        "the headline: unseen test kernels (no training program ran them):",
+        "The headline is the structure-novel rows (no training kernel has their opcode graph), then the",
+        "unseen rows (no training program ran the kernel), then every row of the test programs:",
         "",
-        _TABLE_HEADER,
+        novelty_table(report["results"]),
     ]
-    out += [_table_row(m, results[m]["unseen"]) for m in METHODS if m in results]
-    out += ["", "all kernels the test programs ran, training kernels included:", "", _TABLE_HEADER]
-    out += [_table_row(m, results[m]) for m in METHODS if m in results]
     dispatch = report.get("dispatch_ns_per_kernel")
     if dispatch is not None:
         out += ["", f"Dispatch overhead per kernel (training programs' runs): {dispatch:.0f} ns"]
@@ -114,8 +159,8 @@ def _split_tables(report: dict[str, Any]) -> str:
 def _search_table(search: dict[str, Any]) -> str:
     """The hyperparameter search: one row per trial, validation programs only."""
     out = [
-        f"## Hyperparameter search (validation programs of the random split, {search['trials'][0]['val_programs']} "
-        "programs)",
+        f"## Hyperparameter search (validation programs of the {search.get('split', 'random')} split, "
+        f"{search['trials'][0]['val_programs']} programs)",
         "",
         "| trial | changed from the defaults | val MAPE >=5us (%) | val MAPE <5us (%) | val Kendall "
         "tau | epochs | seconds |",
@@ -222,13 +267,14 @@ def learning_curve_table(summary: Mapping[str, Any]) -> str:
 def checkpoint_tables(checkpoints_dir: str | os.PathLike | None = None) -> str:
     """The Markdown result tables of an experiment folder of checkpoints (default: the bundled
     ones; its README shows them), from the files the training commands wrote: the hyperparameter
-    search (``hparam_search.json``), each split's ``kernel-<split>/evaluation.json``, the
+    searches (``hparam_search.json``: the random split's; ``hparam_search_hard.json``: the hard split's), each split's ``kernel-<split>/evaluation.json``, the
     leave-one-group-out and learning-curve summaries (`LEAVE_GROUP_OUT_DIR`, `LEARNING_CURVE_DIR`),
     then the whole programs (``kernel-<split>/program_totals.json``)."""
     root = _root(checkpoints_dir)
     parts = []
-    if (root / "hparam_search.json").exists():
-        parts.append(_search_table(read_json_object(root / "hparam_search.json")))
+    for name in ("hparam_search.json", "hparam_search_hard.json"):
+        if (root / name).exists():
+            parts.append(_search_table(read_json_object(root / name)))
     for split in kernel_data.SPLITS:
         path = root / f"kernel-{split}" / EVALUATION_FILE
         if path.exists():
@@ -258,56 +304,27 @@ def checkpoint_tables(checkpoints_dir: str | os.PathLike | None = None) -> str:
 def kernel_results_table(
     checkpoints_dir: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None
 ) -> str:
-    """Table 2: every method of each split on its test programs (``kernel-<split>/evaluation.json``,
-    written by ``python -m tpucost train --task kernel``). The headline columns are the unseen test
-    kernels (no training program ran them), the best method there in bold; then every kernel the
-    test programs ran, training kernels included. The last row is the data set's noise floor: the
-    mean (and median) relative difference between two measurements of the re-measured kernels, at
-    least and under 5 us (``noise.json``, ``python -m tpucost data noise``), the same statistic as a
-    MAPE."""
-    lines = _header(
-        [
-            "split",
-            "method",
-            "unseen kernels: MAPE >= 5 us",
-            "MAPE < 5 us",
-            "Kendall tau",
-            "all kernels of the test programs: MAPE >= 5 us / < 5 us / tau",
-            "rows unseen / all; test programs",
-        ]
-    )
-    for split in kernel_data.SPLITS:
-        results = read_json_object(_root(checkpoints_dir) / f"kernel-{split}" / EVALUATION_FILE)["results"]
-        best = min(results, key=lambda m: results[m]["unseen"]["mape_ge5us"])
-        for i, method in enumerate(m for m in METHODS if m in results):
-            r = results[method]
-            unseen, b = r["unseen"], method == best
-            if unseen["n_kernels"] == r["n_kernels"]:
-                all_cell = "(the same: every test kernel is unseen)" if i == 0 else ""
-            else:
-                all_cell = f"{r['mape_ge5us']:.1f} / {r['mape_lt5us']:.1f} / {r['kendall_median']:.3f}"
-            lines.append(
-                _row(
-                    [
-                        split,
-                        _bold(method, b),
-                        _bold(f"{unseen['mape_ge5us']:.1f}", b),
-                        _bold(f"{unseen['mape_lt5us']:.1f}", b),
-                        _bold(f"{unseen['kendall_median']:.3f}", b),
-                        all_cell,
-                        f"{unseen['n_kernels']:,} / {r['n_kernels']:,}; {r['n_programs']} "
-                        f"({unseen['n_programs']} with unseen kernels)"
-                        if i == 0
-                        else "",
-                    ]
-                )
-            )
+    """Table 2 of each split by novelty (`novelty_table`; ``kernel-<split>/evaluation.json``,
+    written by ``python -m tpucost train --task kernel``), the best structure-novel MAPE of each
+    split in bold. The last row is the data set's noise floor: the mean (and median) relative
+    difference between two measurements of the re-measured kernels, at least and under 5 us
+    (``noise.json``, ``python -m tpucost data noise``), the statistic of a MAPE."""
+    reports = {
+        split: read_json_object(_root(checkpoints_dir) / f"kernel-{split}" / EVALUATION_FILE)["results"]
+        for split in kernel_data.SPLITS
+    }
+    labels = [f"{label}: MAPE >=5us / <5us / tau" for _, label in NOVELTY_PARTS]
+    lines = _header(["split", "method", *labels, "rows (structure-novel / unseen / all); test programs"])
+    for split, results in reports.items():
+        first = next(iter(results.values()))
+        counts = " / ".join(f"{_part(first, key)['n_kernels']:,}" for key, _ in NOVELTY_PARTS)
+        lines += _novelty_rows(results, [split], [f"{counts}; {first['n_programs']}"])
     noise = read_json_object(Path(data_dir or kernel_data.default_data_dir()) / "noise.json")
     cells = []
     for long in (True, False):
         rel = [r["rel_diff"] for r in noise["rows"] if (r["stored_ns"] >= THRESHOLD_NS) == long]
         cells.append(f"mean {100 * float(np.mean(rel)):.1f} (median {100 * float(np.median(rel)):.1f})")
-    lines.append(_row(["", "noise floor (re-measurement)", *cells, "", "", ""]))
+    lines.append(_row(["", "noise floor (re-measurement), >=5us / <5us", " / ".join(cells), "", "", ""]))
     return "\n".join(lines)
 
 

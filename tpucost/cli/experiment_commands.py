@@ -18,8 +18,13 @@ from tpucost.train import TrainConfig
 
 def cmd_hparam_search(args: argparse.Namespace) -> int:
     try:
-        result = kernel.hparam_search(
-            kernel_dataset(args.data), args.out, args.trials, args.epochs, progress=not args.no_progress
+        result = kernel_experiments.hparam_search(
+            kernel_dataset(args.data),
+            args.out,
+            args.trials,
+            args.epochs,
+            progress=not args.no_progress,
+            split=args.split,
         )
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
@@ -105,9 +110,15 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="results JSON (resumed when it exists)")
     p.add_argument("--data", default=None, help="data folder (default: the bundled data set)")
     p.add_argument(
-        "--trials", type=names, default=None, help=f"comma-separated of {','.join(kernel.HPARAM_TRIALS)}"
+        "--trials",
+        type=names,
+        default=None,
+        help=f"comma-separated of {','.join(kernel_experiments.HPARAM_TRIALS)}",
     )
     p.add_argument("--epochs", type=int, default=12, help="epochs per trial (early stopping on validation)")
+    p.add_argument(
+        "--split", choices=["random", "hard"], default="random", help="whose validation programs score"
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_hparam_search)
     p = e.add_parser(

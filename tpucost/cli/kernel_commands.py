@@ -22,7 +22,16 @@ from tpucost import (
     train,
 )
 from tpucost.autotune.tunable import load_tunable
-from tpucost.cli.common import all_cores_flag, emit, fail, label_mode, lowering_flag, names, shard
+from tpucost.cli.common import (
+    all_cores_flag,
+    emit,
+    fail,
+    label_mode,
+    lowering_flag,
+    names,
+    one_line_warnings,
+    shard,
+)
 from tpucost.cli.tile_commands import (
     cmd_collect_tiles,
     cmd_evaluate_tiles,
@@ -33,6 +42,7 @@ from tpucost.cli.tile_commands import (
 )
 from tpucost.data import additivity, kernel_collection, overlap
 from tpucost.data import kernel as kernel_data
+from tpucost.results import novelty_table
 from tpucost.tasks import kernel
 
 
@@ -475,11 +485,12 @@ def _headline(result: dict) -> dict:
 
 
 def _summary(result: dict) -> dict:
-    """The headline: the test kernels no training program ran (``result["unseen"]``); then
-    ``"all_test_program_kernels"`` (every kernel the test programs ran, training kernels included)
-    and ``"n_programs_by_family"``."""
+    """The headline: the structure-novel test rows (no training kernel has their opcode graph) and the
+    unseen ones (no training program ran the kernel), each with its counts; then
+    ``"all_test_program_kernels"`` (training kernels included) and ``"n_programs_by_family"``."""
     return {
-        **_headline(result.get("unseen", {})),
+        "structure_novel": _headline(result.get("structure_novel", {})),
+        "unseen": _headline(result.get("unseen", {})),
         "all_test_program_kernels": _headline(result),
         "n_programs_by_family": result.get("n_programs_by_family", {}),
     }
@@ -493,6 +504,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     try:
         dataset = kernel_dataset(args.data)
         results = kernel.evaluate_methods(model_dir, dataset, args.split, args.methods)
+        if args.by_novelty and not args.json:
+            print(novelty_table(results))
+            return 0
         summary = {m: _summary(r) for m, r in results.items()}
         if args.totals:
             parts = kernel_data.split(dataset, args.split)
@@ -513,14 +527,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _print_table2(summary: dict) -> None:
-    print("Unseen test kernels (the headline): kernels no training program ran, in the test programs")
-    print(evaluate.comparison_table(summary).to_string())
-    print(
-        "\nAll kernels the test programs ran, training kernels included (kernels = (program, kernel) rows):"
-    )
-    print(
-        evaluate.comparison_table({m: r["all_test_program_kernels"] for m, r in summary.items()}).to_string()
-    )
+    for part, title in (
+        (
+            "structure_novel",
+            "Structure-novel test rows (the headline): no training kernel has their opcode graph",
+        ),
+        (
+            "unseen",
+            "Unseen test rows: no training program ran the kernel (mostly training graphs at other shapes)",
+        ),
+        ("all_test_program_kernels", "All rows of the test programs, training kernels included"),
+    ):
+        print(f"{title}:")
+        print(evaluate.comparison_table({m: r[part] for m, r in summary.items()}).to_string() + "\n")
     by_family = next(iter(summary.values()), {}).get("n_programs_by_family", {})
     print("\ntest programs per family: " + ", ".join(f"{f} {n}" for f, n in by_family.items()))
     for method, r in summary.items():
@@ -547,7 +566,8 @@ def _print_table2(summary: dict) -> None:
 def cmd_predict(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
-        model = costmodel.CostModel.load(args.model, args.method)
+        with one_line_warnings():  # a model of another device or jaxlib: one line, no source line
+            model = costmodel.CostModel.load(args.model, args.method)
         estimate = model.predict_hlo(path.read_text(encoding="utf-8", errors="replace"), source=str(path))
     except OSError as err:
         print(f"{path}: cannot read: {err.strerror or err}", file=sys.stderr)
@@ -600,9 +620,15 @@ def _print_calibration(r: dict) -> None:
         f"calibrated the {r['method']} model on {device.describe(r['device'])} "
         f"({r['kernels']} kernels of {r['programs']} programs, {r['seconds']:.0f} s)"
     )
+    left_out = r.get("training_kernels_left_out")
     print(
-        f"median APE on the calibration kernels: {r['median_ape_before']:.1f}% before, "
-        f"{r['median_ape_after']:.1f}% after (each half corrected by offsets fitted on the other)"
+        "scored on every calibration kernel (the model's training kernels are not known here)"
+        if left_out is None
+        else f"left out {left_out} calibration kernels that are training kernels of this model; scored on the other {r['kernels']}"
+    )
+    print(
+        f"median APE on those kernels: {r['median_ape_before']:.1f}% before, {r['median_ape_after']:.1f}% after "
+        f"(each {'family' if r.get('folds') == 'family' else 'half of the programs'} corrected by offsets fitted on the others)"
     )
     print(
         "correction: "
@@ -613,6 +639,7 @@ def _print_calibration(r: dict) -> None:
         }[r["mode"]]
         + " | cross-fitted median APE per choice: "
         + ", ".join(f"{m} {v:.1f}%" for m, v in r["modes"].items())
+        + " (the kept one was chosen on these figures)"
     )
     dispatch = r["correction"].get("dispatch_ns_per_kernel")
     if dispatch is not None:
@@ -657,7 +684,7 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         "--methods",
         type=names,
         default=kernel.METHODS,
-        help="comma-separated subset of gnn,lstm,analytical",
+        help="comma-separated subset of gnn,lstm,analytical,constant",
     )
     p.add_argument("--smoke", action="store_true", help="tiny model and few epochs (tests, CI)")
     p.add_argument("--no-progress", action="store_true")
@@ -682,6 +709,11 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         help="also predict N test programs (>= 1 ms) whole, compiled, against their measured wall time",
     )
     p.add_argument(
+        "--by-novelty",
+        action="store_true",
+        help="print Table 2 by novelty: structure-novel, unseen and all test rows side by side, per method",
+    )
+    p.add_argument(
         "--by-opcode",
         action="store_true",
         help="also each method's MAPE per HLO opcode on the unseen test kernels >= 5 us (where it is weak)",
@@ -690,21 +722,21 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         "--methods",
         type=names,
         default=kernel.METHODS,
-        help="kernel task: comma-separated subset of gnn,lstm,analytical (those trained in the folder)",
+        help="kernel task: comma-separated subset of gnn,lstm,analytical,constant (those trained in the folder)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
     p = sub.add_parser("predict", help="predict kernel runtimes of an optimized HLO file")
     p.add_argument("file")
     p.add_argument("--model", default=None, help="model folder (default: bundled random-split checkpoints)")
-    p.add_argument("--method", choices=("gnn", "lstm", "analytical"), default="gnn")
+    p.add_argument("--method", choices=kernel.METHODS, default="gnn")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_predict)
     p = sub.add_parser(
         "calibrate", help="fit a model's correction for this device (measures calibration programs)"
     )
     p.add_argument("--model", default=None, help="model folder (default: bundled random-split checkpoints)")
-    p.add_argument("--method", choices=("gnn", "lstm", "analytical"), default="gnn")
+    p.add_argument("--method", choices=kernel.METHODS, default="gnn")
     p.add_argument(
         "--programs", type=int, default=26, help="calibration programs (default 26: each family twice)"
     )

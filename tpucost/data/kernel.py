@@ -57,7 +57,9 @@ of several parts; each kernel goes to exactly one part:
 
 A test program is scored on every kernel it ran (`program_rows`: one row per (program, kernel)),
 including kernels of the train part; the rows whose kernel is a test kernel are the "unseen"
-figures (see ``tpucost.tasks.kernel``).
+figures (see ``tpucost.tasks.kernel``). An unseen kernel is usually a training kernel at another
+shape; the rows whose kernel's opcode graph (`structure_hash`: opcodes, edges and kind, shapes
+aside) no training kernel has are the "structure-novel" figures (`structure_novel`).
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ __all__ = [
     "BUNDLED_NAME",
     "KernelDataset",
     "kernel_hash",
+    "structure_hash",
+    "structure_novel",
     "from_graphs",
     "concat",
     "dedup",
@@ -248,6 +252,28 @@ def kernel_hash(graph: KernelGraph, backend: str, device_kind: str = "") -> str:
         h.update(a.tobytes())
     h.update(f"|{backend}|{device_kind}".encode())
     return h.hexdigest()[:32]
+
+
+def structure_hash(graph: KernelGraph) -> str:
+    """A hash of a kernel's opcode graph: its opcodes, edges and kind; shapes and attributes aside.
+
+    Two kernels with the same structure hash differ at most in shapes, layouts and attributes: the
+    same fusion at another size. `kernel_hash` tells those apart, this does not.
+    """
+    h = hashlib.sha256()
+    for arr in (graph.opcodes, graph.senders, graph.receivers):
+        a = np.ascontiguousarray(arr, dtype=np.int32)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    h.update(f"|{graph.kind}".encode())
+    return h.hexdigest()[:32]
+
+
+def structure_novel(ds: KernelDataset, kernels: np.ndarray, training: np.ndarray) -> np.ndarray:
+    """bool[len(kernels)]: True where no kernel of ``training`` (indices) has that kernel's
+    `structure_hash`, i.e. the model never trained on that opcode graph at any shape."""
+    seen = {structure_hash(ds.graph(int(i))) for i in training}
+    return np.array([structure_hash(ds.graph(int(i))) not in seen for i in kernels], dtype=bool)
 
 
 def from_graphs(

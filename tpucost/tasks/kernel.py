@@ -6,12 +6,14 @@ error (`KernelTask`, for `tpucost.train.train_and_evaluate`). Batches are padded
 (`tpucost.features.pad_to_bucket`), so each bucket combination compiles once.
 
 The experiment of a split (`run_experiment`) trains the GNN and the LSTM baseline, fits the
-analytical baseline (`tpucost.analytical`) on the TRAINING part only, evaluates all three on the
-held-out TEST programs (`evaluate_split`) and writes::
+analytical baseline (`tpucost.analytical`) and the constant baseline (`tpucost.baselines`: the
+median runtime of each kernel kind) on the TRAINING part only, evaluates all four on the held-out
+TEST programs (`evaluate_split`) and writes::
 
     out_dir/gnn/            checkpoint (`tpucost.checkpoint` folder, with this task's metadata)
     out_dir/lstm/           checkpoint
     out_dir/analytical.json fitted roofline + per-kind coefficients
+    out_dir/constant.json   median log runtime per kernel kind
     out_dir/evaluation.json the Table-2 style results, split sizes, training histories and times
 
 `load_method` reads one method of such a folder back as a predictor (what
@@ -22,7 +24,9 @@ The split is by program (``random``, seed 0) or by family (``hard``): see `tpuco
 Test labels are never used for training, early stopping or fitting coefficients. Evaluation is by
 real program: each test program is scored on every kernel it ran (`tpucost.data.kernel.program_rows`),
 grouped under that program, whatever part the kernel is in; the ``"unseen"`` figures keep only the
-rows whose kernel is a test kernel (never seen in training).
+rows whose kernel is a test kernel (never seen in training), and the ``"structure_novel"`` figures
+only the rows whose kernel's opcode graph no training kernel has at any shape
+(`tpucost.data.kernel.structure_novel`): most unseen kernels are training kernels at other shapes.
 """
 
 from __future__ import annotations
@@ -43,13 +47,13 @@ import numpy as np
 from flax import nnx
 from tqdm import tqdm
 
-from tpucost import analytical, checkpoint, evaluate, features, train
+from tpucost import analytical, baselines, checkpoint, evaluate, features, train
 from tpucost.data import kernel as kernel_data
 from tpucost.data import kernel_collection
 from tpucost.data.kernel import KernelDataset
 from tpucost.data.splits import Split
 from tpucost.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
-from tpucost.files import read_json_object, write_json_atomic
+from tpucost.files import write_json_atomic
 from tpucost.models import DEFAULT_LENGTH_BUCKETS, ModelConfig, sequence_index
 from tpucost.programs import program_from_id
 
@@ -69,14 +73,16 @@ __all__ = [
     "evaluate_methods",
     "opcode_errors",
     "program_totals",
-    "HPARAM_TRIALS",
-    "hparam_search",
 ]
 
-#: The methods of an experiment folder, in table order: gnn, lstm, analytical.
-METHODS: tuple[str, ...] = ("gnn", "lstm", "analytical")
+#: The methods of an experiment folder, in table order: gnn, lstm, analytical, constant.
+METHODS: tuple[str, ...] = ("gnn", "lstm", "analytical", "constant")
 #: An experiment folder's analytical model.
 ANALYTICAL_FILE = "analytical.json"
+#: An experiment folder's constant baseline (`tpucost.baselines.KindMedianModel`).
+CONSTANT_FILE = "constant.json"
+#: The methods fitted in seconds from the training labels (no network): their file in an experiment folder.
+FITTED_FILES = {"analytical": ANALYTICAL_FILE, "constant": CONSTANT_FILE}
 #: An experiment folder's results.
 EVALUATION_FILE = "evaluation.json"
 #: A network's resumable training state is kept in ``<experiment folder>/<method>`` + this until it finishes.
@@ -374,13 +380,14 @@ def load_method(
     root = Path(model_dir)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if method == "analytical":
-        path = root / ANALYTICAL_FILE
+    if method in FITTED_FILES:
+        path = root / FITTED_FILES[method]
         if not path.exists():
             raise _not_trained(path)
-        TPUCOST_FEATURES.check_matches(spec, f"the analytical model {path}", spec_of)
+        TPUCOST_FEATURES.check_matches(spec, f"the {method} model {path}", spec_of)
         saved = json.loads(path.read_text())
-        model = analytical.AnalyticalModel.from_json(saved)
+        fitted = analytical.AnalyticalModel if method == "analytical" else baselines.KindMedianModel
+        model = fitted.from_json(saved)
         return SavedMethod(
             model.predict,
             {"path": str(path)},
@@ -459,16 +466,22 @@ def _new_report(dataset: KernelDataset, split: str, parts: Split, data_dir: str 
     }
 
 
-def _fit_analytical(dataset: KernelDataset, parts: Split, out: Path, report: dict[str, Any]) -> None:
-    """Fit the analytical baseline on the training kernels and write ``analytical.json``."""
-    model = analytical.AnalyticalModel()
-    model.fit(_graphs(dataset, parts.train), dataset.runtime_ns[parts.train], dataset.kind[parts.train])
+def _fit_baseline(
+    method: str, dataset: KernelDataset, parts: Split, out: Path, report: dict[str, Any]
+) -> None:
+    """Fit a baseline of `FITTED_FILES` (``analytical`` or ``constant``) on the training kernels; write its file."""
+    runtime, kinds = dataset.runtime_ns[parts.train], dataset.kind[parts.train]
+    if method == "analytical":
+        model: Any = analytical.AnalyticalModel()
+        model.fit(_graphs(dataset, parts.train), runtime, kinds)
+    else:
+        model = baselines.KindMedianModel().fit(runtime, kinds)
     saved = {
         **json.loads(model.to_json()),
         "device": dataset.device,
         "dispatch_ns_per_kernel": report["dispatch_ns_per_kernel"],
     }
-    write_json_atomic(out / ANALYTICAL_FILE, saved, indent=2)
+    write_json_atomic(out / FITTED_FILES[method], saved, indent=2)
 
 
 def _train_network(
@@ -524,7 +537,8 @@ def run_experiment(
     ``split`` names the split (`tpucost.data.kernel.split`), or, with ``parts`` given, labels
     that `Split` (e.g. ``"leave-out:recurrent"``, `tpucost.tasks.kernel_experiments`).
     Methods trained earlier into the same ``out_dir`` (same split) keep their entries in
-    ``evaluation.json``, so methods can be trained in separate calls with their own configs.
+    ``evaluation.json`` (their test figures computed again), so methods can be trained in separate
+    calls with their own configs.
     Returns the content of ``evaluation.json``.
     """
     config = config or train.TrainConfig()
@@ -535,10 +549,13 @@ def run_experiment(
     previous = _previous_report(out / EVALUATION_FILE, split, len(parts.test), len(parts.test_ids))
     for key in ("train_configs", "results", "histories", "train_seconds"):
         report[key].update({m: v for m, v in previous.get(key, {}).items() if m not in methods})
+    for method in report["results"]:  # trained earlier: scored again, with today's metrics
+        saved = load_method(out, method, dataset.features, "the data set")
+        report["results"][method] = evaluate_split(dataset, parts, saved.predict)
     for method in methods:
         start = time.perf_counter()
-        if method == "analytical":
-            _fit_analytical(dataset, parts, out, report)
+        if method in FITTED_FILES:
+            _fit_baseline(method, dataset, parts, out, report)
         else:
             _train_network(dataset, split, parts, out, _method_config(config, method), report, progress)
         report["train_seconds"][method] = time.perf_counter() - start
@@ -556,18 +573,22 @@ def evaluate_split(
 
     One row per (test program, kernel it ran), grouped under that program, labelled with the
     kernel's runtime. Returns the `tpucost.evaluate.runtime_metrics` dict of all rows, plus
-    ``"unseen"`` (the same on the rows whose kernel is in ``split.test``) and
-    ``"n_programs_by_family"`` ({family: number of test programs}).
+    ``"unseen"`` (the same on the rows whose kernel is in ``split.test``), ``"structure_novel"``
+    (on the rows whose kernel's opcode graph no kernel of ``split.train`` has,
+    `tpucost.data.kernel.structure_novel`) and ``"n_programs_by_family"`` ({family: number of
+    test programs}).
     """
     rows = kernel_data.program_rows(ds, split.test_ids)
     kernels, where = np.unique(rows.kernel, return_inverse=True)
-    pred = np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where.reshape(-1)]
+    where = where.reshape(-1)
+    pred = np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where]
     true = ds.runtime_ns[rows.kernel]
     result = evaluate.runtime_metrics(pred, true, rows.program_id, rows.family)
-    unseen = np.isin(rows.kernel, split.test)
-    result["unseen"] = evaluate.runtime_metrics(
-        pred[unseen], true[unseen], rows.program_id[unseen], rows.family[unseen]
-    )
+    novel = kernel_data.structure_novel(ds, kernels, split.train)[where]
+    for name, keep in (("unseen", np.isin(rows.kernel, split.test)), ("structure_novel", novel)):
+        result[name] = evaluate.runtime_metrics(
+            pred[keep], true[keep], rows.program_id[keep], rows.family[keep]
+        )
     _, first = np.unique(rows.program_id, return_index=True)
     families, counts = np.unique(rows.family[first], return_counts=True)
     result["n_programs_by_family"] = {str(f): int(c) for f, c in zip(families, counts, strict=True)}
@@ -664,96 +685,3 @@ def program_totals(
         "median_ratio_kernels_only": float(np.median(kernels_only)),
         "dispatch_ns_per_kernel": model.dispatch_ns_per_kernel,
     }
-
-
-# ---------------------------------------------------------------------------------------------
-# Hyperparameter search (validation programs only) and the checkpoints' result tables
-# ---------------------------------------------------------------------------------------------
-
-#: name -> (model config, training overrides): the trials run for the bundled checkpoints.
-HPARAM_TRIALS: dict[str, tuple[ModelConfig, dict[str, Any]]] = {
-    "gnn-base": (ModelConfig(kind="gnn"), {}),
-    "gnn-lr3e-3": (ModelConfig(kind="gnn"), {"learning_rate": 3e-3}),
-    "gnn-wide": (ModelConfig(kind="gnn", hidden=128), {}),
-    "gnn-deep": (ModelConfig(kind="gnn", num_layers=5), {}),
-    "gnn-mean-max": (ModelConfig(kind="gnn", pooling=("mean", "max")), {}),
-    "gnn-batch32": (ModelConfig(kind="gnn"), {"batch_size": 32}),
-}
-
-
-def _hparam_trial(
-    name: str,
-    trial: tuple[ModelConfig, dict[str, Any]],
-    ds: KernelDataset,
-    split: Split,
-    epochs: int,
-    progress: bool,
-) -> dict[str, Any]:
-    """Train one trial on ``split.train`` and score its best-validation model on the VALIDATION programs."""
-    model_config, overrides = trial
-    config = dataclasses.replace(train.TrainConfig(model=model_config, epochs=epochs), **overrides)
-    start = time.perf_counter()
-    task = KernelTask.fit(ds, split.train, config.model)
-    result = train.train_and_evaluate(task, config, split.train, split.val, progress=progress)
-    seconds = time.perf_counter() - start
-    as_test = dataclasses.replace(split, test_ids=split.val_ids, test=split.val)
-    scored = evaluate_split(
-        ds, as_test, lambda graphs: np.exp(predict_log_ns(result.model, task.norm, graphs))
-    )
-    return {
-        "trial": name,
-        "config": config.to_dict(),
-        "epochs_run": len(result.history["val_loss"]),
-        "best_epoch": result.best_epoch,
-        "best_val_loss": result.best_val_loss,
-        "seconds": seconds,
-        "val_mape_ge5us": scored["mape_ge5us"],
-        "val_mape_lt5us": scored["mape_lt5us"],
-        "val_kendall_median": scored["kendall_median"],
-        "val_programs": len(split.val_ids),
-    }
-
-
-def hparam_search(
-    dataset: KernelDataset,
-    out: str | os.PathLike,
-    trials: Sequence[str] | None = None,
-    epochs: int = 12,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Hyperparameter search on the random split, scored on the VALIDATION programs only.
-
-    Each trial of `HPARAM_TRIALS` (``trials``: their names, default all) trains for at most
-    ``epochs`` (early stopping on the validation loss) and is scored on the validation programs the
-    way `evaluate_split` scores test programs. The test programs are never touched, so the winner's
-    test figures stay honest. ``out`` (JSON) is written after every trial; a killed search resumes,
-    skipping the finished trials. Returns ``{"data", "device", "trials": [...], "winner"}``: the
-    winner is the trial with the lowest validation MAPE (kernels >= 5 us).
-    """
-    names = list(trials) if trials is not None else list(HPARAM_TRIALS)
-    unknown = sorted(set(names) - set(HPARAM_TRIALS))
-    if unknown:
-        raise ValueError(f"unknown trials {unknown}; choose from {sorted(HPARAM_TRIALS)}")
-    path = Path(out)
-    done = (
-        read_json_object(path)
-        if path.exists()
-        else {
-            "data": str(dataset.root),
-            "device": dataset.device,
-            "split": "random",
-            "scored_on": "validation",
-            "trials": [],
-        }
-    )
-    split = kernel_data.split(dataset, "random")
-    finished = {t["trial"] for t in done["trials"]}
-    for name in names:
-        if name not in finished:
-            done["trials"].append(_hparam_trial(name, HPARAM_TRIALS[name], dataset, split, epochs, progress))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(path, done)
-    done["winner"] = (
-        min(done["trials"], key=lambda t: t["val_mape_ge5us"])["trial"] if done["trials"] else None
-    )
-    return done

@@ -1,5 +1,5 @@
-"""Two experiments over the kernel task that say how far the model generalises, and whether more
-data would help: leave one group of families out, and a learning curve.
+"""Experiments over the kernel task: how far the model generalises, whether more data would help,
+and which hyperparameters to use.
 
 * `leave_group_out`: for each group of `tpucost.programs.FAMILY_GROUPS` present in the data
   set, train every method without that group (`tpucost.data.kernel.split_leave_out`) and
@@ -13,7 +13,9 @@ data would help: leave one group of families out, and a learning curve.
   per size, the training kernels and the figures on the *unseen* test kernels (those no
   training program of the full split ran, so the same rows at every size).
 
-Both report the figures of `tpucost.tasks.kernel.evaluate_split` (MAPE of kernels >= 5 us, median
+* `hparam_search`: the trials of `HPARAM_TRIALS` on one split, scored on its VALIDATION programs.
+
+All report the figures of `tpucost.tasks.kernel.evaluate_split` (MAPE of kernels >= 5 us, median
 Kendall tau per program) and never look at test labels while training.
 """
 
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,11 +34,27 @@ import numpy as np
 from tpucost import train
 from tpucost.data import kernel as kernel_data
 from tpucost.data.kernel import KernelDataset
-from tpucost.files import write_json_atomic
+from tpucost.data.splits import Split
+from tpucost.files import read_json_object, write_json_atomic
+from tpucost.models import ModelConfig
 from tpucost.programs import FAMILY_GROUPS
-from tpucost.tasks.kernel import EVALUATION_FILE, METHODS, run_experiment
+from tpucost.tasks.kernel import (
+    EVALUATION_FILE,
+    METHODS,
+    KernelTask,
+    evaluate_split,
+    predict_log_ns,
+    run_experiment,
+)
 
-__all__ = ["LEAVE_GROUP_OUT_FILE", "LEARNING_CURVE_FILE", "leave_group_out", "learning_curve"]
+__all__ = [
+    "LEAVE_GROUP_OUT_FILE",
+    "LEARNING_CURVE_FILE",
+    "leave_group_out",
+    "learning_curve",
+    "HPARAM_TRIALS",
+    "hparam_search",
+]
 
 #: The summary file of `leave_group_out`.
 LEAVE_GROUP_OUT_FILE = "leave_group_out.json"
@@ -146,3 +166,100 @@ def learning_curve(
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / LEARNING_CURVE_FILE, summary, indent=1)
     return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# Hyperparameter search (validation programs only) and the checkpoints' result tables
+# ---------------------------------------------------------------------------------------------
+
+#: name -> (model config, training overrides): the trials run for the bundled checkpoints.
+HPARAM_TRIALS: dict[str, tuple[ModelConfig, dict[str, Any]]] = {
+    "gnn-base": (ModelConfig(kind="gnn"), {}),
+    "gnn-lr3e-3": (ModelConfig(kind="gnn"), {"learning_rate": 3e-3}),
+    "gnn-wide": (ModelConfig(kind="gnn", hidden=128), {}),
+    "gnn-deep": (ModelConfig(kind="gnn", num_layers=5), {}),
+    "gnn-mean-max": (ModelConfig(kind="gnn", pooling=("mean", "max")), {}),
+    "gnn-batch32": (ModelConfig(kind="gnn"), {"batch_size": 32}),
+}
+
+
+def _hparam_trial(
+    name: str,
+    trial: tuple[ModelConfig, dict[str, Any]],
+    ds: KernelDataset,
+    split: Split,
+    epochs: int,
+    progress: bool,
+) -> dict[str, Any]:
+    """Train one trial on ``split.train`` and score its best-validation model on the VALIDATION programs."""
+    model_config, overrides = trial
+    config = dataclasses.replace(train.TrainConfig(model=model_config, epochs=epochs), **overrides)
+    start = time.perf_counter()
+    task = KernelTask.fit(ds, split.train, config.model)
+    result = train.train_and_evaluate(task, config, split.train, split.val, progress=progress)
+    seconds = time.perf_counter() - start
+    as_test = dataclasses.replace(split, test_ids=split.val_ids, test=split.val)
+    scored = evaluate_split(
+        ds, as_test, lambda graphs: np.exp(predict_log_ns(result.model, task.norm, graphs))
+    )
+    return {
+        "trial": name,
+        "config": config.to_dict(),
+        "epochs_run": len(result.history["val_loss"]),
+        "best_epoch": result.best_epoch,
+        "best_val_loss": result.best_val_loss,
+        "seconds": seconds,
+        "val_mape_ge5us": scored["mape_ge5us"],
+        "val_mape_lt5us": scored["mape_lt5us"],
+        "val_kendall_median": scored["kendall_median"],
+        "val_programs": len(split.val_ids),
+    }
+
+
+def hparam_search(
+    dataset: KernelDataset,
+    out: str | os.PathLike,
+    trials: Sequence[str] | None = None,
+    epochs: int = 12,
+    progress: bool = True,
+    split: str = "random",
+) -> dict[str, Any]:
+    """Hyperparameter search on one split (``"random"`` or ``"hard"``), scored on its VALIDATION programs only.
+
+    Each trial of `HPARAM_TRIALS` (``trials``: their names, default all) trains for at most
+    ``epochs`` (early stopping on the validation loss) and is scored on the split's validation programs
+    the way `evaluate_split` scores test programs. The test programs are never touched, so the winner's
+    test figures stay honest; each split gets its own search, because the random split's validation
+    programs include programs of the families the hard split holds out. ``out`` (JSON) is written after every trial; a killed search resumes,
+    skipping the finished trials. Returns ``{"data", "device", "trials": [...], "winner"}``: the
+    winner is the trial with the lowest validation MAPE (kernels >= 5 us).
+    """
+    names = list(trials) if trials is not None else list(HPARAM_TRIALS)
+    unknown = sorted(set(names) - set(HPARAM_TRIALS))
+    if unknown:
+        raise ValueError(f"unknown trials {unknown}; choose from {sorted(HPARAM_TRIALS)}")
+    path = Path(out)
+    done = (
+        read_json_object(path)
+        if path.exists()
+        else {
+            "data": str(dataset.root),
+            "device": dataset.device,
+            "split": split,
+            "scored_on": "validation",
+            "trials": [],
+        }
+    )
+    if done.get("split", "random") != split:
+        raise ValueError(f"{path} holds a search of the {done.get('split', 'random')} split, not {split}")
+    parts = kernel_data.split(dataset, split)
+    finished = {t["trial"] for t in done["trials"]}
+    for name in names:
+        if name not in finished:
+            done["trials"].append(_hparam_trial(name, HPARAM_TRIALS[name], dataset, parts, epochs, progress))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(path, done)
+    done["winner"] = (
+        min(done["trials"], key=lambda t: t["val_mape_ge5us"])["trial"] if done["trials"] else None
+    )
+    return done
