@@ -204,7 +204,8 @@ def test_a_scoring_worker_scores_beside_the_measurements(tmp_path):
         pytest.skip("needs two cores and CPU affinity")
     import jax
 
-    if jax.default_backend() != "cpu":  # a first GPU score compiles for the GPU and jits the GNN: too slow for this budget
+    # A first GPU score compiles for the GPU and jits the GNN: too slow for this budget.
+    if jax.default_backend() != "cpu":
         pytest.skip("its budgets are sized for XLA:CPU's compile times")
     (tmp_path / "tiny.py").write_text(TINY)
     t = autotune.load_tunable(f"{tmp_path}/tiny.py:tiny")
