@@ -406,8 +406,9 @@ def bundled_reports() -> list[dict[str, Any]]:
 
 
 def compiler_summary(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (device, jaxlib) of `calibrate` reports: runs, kernels and programs measured, and
-    the range over runs of the median APE (%) on the calibration kernels before and after correction
+    """One row per (device, jaxlib) of `calibrate` reports: runs, kernels scored (the calibration
+    kernels that are not training kernels of the model), the training kernels left out, the folds,
+    programs, and the range over runs of the median APE (%) on the calibration kernels before and after correction
     (cross-fitted), how many points the correction removed (``gain_min``/``gain_max``: before
     minus after, per run), with the corrections kept. How much another compiler costs the model
     shows as the difference between the rows of one device."""
@@ -427,6 +428,8 @@ def compiler_summary(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
                 "trained_on_jaxlib": (runs[0].get("trained_on") or {}).get("jaxlib"),
                 "runs": len(runs),
                 "kernels": runs[0]["kernels"],
+                "training_kernels_left_out": runs[0].get("training_kernels_left_out"),
+                "folds": runs[0].get("folds", "program halves"),
                 "programs": runs[0]["programs"],
                 "before_min": min(before),
                 "before_max": max(before),

@@ -600,16 +600,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _print_compiler_summary(result: dict) -> None:
     print(
-        "the bundled GNN calibrated under each tested jaxlib: median APE (%) on the calibration kernels, "
-        "range over runs"
+        "the bundled GNN calibrated under each tested jaxlib: median APE (%) on the calibration kernels that "
+        "are not its training kernels (those are left out), range over runs"
     )
     print(
-        f"{'device':<14}{'cpu':<30}{'jaxlib':<9}{'runs':>5}{'kernels':>9}  {'raw':>11}  {'corrected':>11}"
-        f"  {'removed':>9}  kept"
+        f"{'device':<14}{'cpu':<30}{'jaxlib':<9}{'runs':>5}{'kernels':>9}{'left out':>9}  {'raw':>11}  "
+        f"{'corrected':>11}  {'removed':>9}  kept"
     )
     for r in result["rows"]:
+        left_out = "-" if r.get("training_kernels_left_out") is None else r["training_kernels_left_out"]
         print(
-            f"{r['device']:<14}{str(r['cpu_model'])[:29]:<30}{r['jaxlib']:<9}{r['runs']:>5}{r['kernels']:>9}  "
+            f"{r['device']:<14}{str(r['cpu_model'])[:29]:<30}{r['jaxlib']:<9}{r['runs']:>5}{r['kernels']:>9}{left_out:>9}  "
             f"{r['before_min']:5.1f}-{r['before_max']:<5.1f}  {r['after_min']:5.1f}-{r['after_max']:<5.1f}  "
             f"{r['gain_min']:3.1f}-{r['gain_max']:<5.1f}  {', '.join(r['modes'])}"
         )
