@@ -33,6 +33,7 @@ __all__ = [
     "learning_curve_table",
     "kernel_results_table",
     "novelty_table",
+    "NOVELTY_PARTS",
     "whole_program_table",
     "tile_results_table",
     "autotune_results_table",
