@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import pretend_another_machine
 
-from tpucost import cli, device, hlo, kernels
+from tpucost import cli, device, hlo, kernels, verdicts
 from tpucost.data import additivity, collection, kernel_collection
 from tpucost.data import kernel as kernel_data
 from tpucost.programs import compile_program, generate_programs
@@ -246,17 +246,18 @@ def test_additivity_table_and_cli(tmp_path, capsys):
     table = additivity.additivity_table(out)
     assert len(table) == 2 and set(table["family"]) == {"mlp"}
     assert (table["additivity_ratio"] > 0).all()
-    lo, hi = additivity.ADDITIVE
+    lo, hi = verdicts.ADDS_UP
     far = (table["additivity_ratio"] < lo) | (table["additivity_ratio"] > hi)
     assert ((table["reason"] != "") == far).all()
     assert cli.main(["data", "additivity", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["pairs"] == 2 and set(summary["median_by_family"]) == {"mlp"}
-    for key in ("median", "p10", "p90", "max", "within_0.8_1.1", "above_1.1"):
+    assert summary["band"] == [lo, hi]
+    for key in ("median", "p10", "p90", "max", f"within_{lo}_{hi}", f"above_{hi}"):
         assert 0 <= summary[key] < 100, key
     assert summary["pairs_ge_1ms"]["pairs"] == int((table["wall_ns"] >= 1e6).sum())
     assert (
-        summary["within_0.8_1.1"]
+        summary[f"within_{lo}_{hi}"]
         == ((table["additivity_ratio"] >= lo) & (table["additivity_ratio"] <= hi)).mean()
     )
     assert cli.main(["data", "additivity", str(tmp_path / "empty")]) == 2

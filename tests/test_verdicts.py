@@ -43,3 +43,5 @@ def test_band_verdict_and_the_one_adds_up_band():
     assert verdicts.band_verdict(0.95, verdicts.ADDS_UP, "the ratio", "adds up").holds
     out = verdicts.band_verdict(0.85, verdicts.ADDS_UP, "the ratio", "adds up")
     assert not out.holds and "outside" in str(out)
+    edge = verdicts.band_verdict(0.8996, verdicts.ADDS_UP, "the ratio", "adds up")
+    assert not edge.holds and "0.8996, outside" in edge.sentence  # never "0.90, outside"

@@ -19,11 +19,11 @@ from matplotlib.colors import ListedColormap
 
 from tpucost.autotune.protocol import STARTS
 from tpucost.autotune.search import SearchRun
-from tpucost.data.additivity import ADDITIVE
 from tpucost.data.kernel import KernelDataset
 from tpucost.features import OPCODE_VOCAB, KernelGraph
 from tpucost.kernels import Kernel
 from tpucost.measure import Measurement
+from tpucost.verdicts import ADDS_UP
 
 __all__ = [
     "kernel_to_networkx",
@@ -241,7 +241,7 @@ def additivity_hist(table: pd.DataFrame, ax: plt.Axes | None = None, clip: float
     ax = _axes(ax, (8, 0.35 * table["family"].nunique() + 1.5))
     sns.boxplot(data=table, x="additivity_ratio", y="family", ax=ax, color="#a8dadc", fliersize=2)
 
-    ax.axvspan(*ADDITIVE, color="#2a9d8f", alpha=0.12, label=f"{ADDITIVE[0]}-{ADDITIVE[1]}: adds up")
+    ax.axvspan(*ADDS_UP, color="#2a9d8f", alpha=0.12, label=f"{ADDS_UP[0]}-{ADDS_UP[1]}: adds up")
     ax.axvline(1.0, color="#264653", lw=1)
     beyond = table["additivity_ratio"] > clip
     if beyond.any():

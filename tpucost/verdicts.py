@@ -108,4 +108,5 @@ def band_verdict(value: float, band: tuple[float, float], what: str, claim: str)
     low, high = band
     holds = bool(low <= value <= high)
     where = "inside" if holds else "outside"
-    return Verdict(holds, f"{what} is {value:.2f}, {where} the {low}-{high} band of '{claim}'.")
+    digits = next(d for d in range(2, 10) if (low <= round(value, d) <= high) == holds or d == 9)
+    return Verdict(holds, f"{what} is {value:.{digits}f}, {where} the {low}-{high} band of '{claim}'.")

@@ -29,10 +29,12 @@ NO_LIBRARY_FUSION = compat.library_fusions_off()
 
 
 class SmallCNN(nnx.Module):
-    """Notebook 01's model: convolution, batch norm, ReLU, 2x2 pooling, a two-layer MLP head."""
+    """Notebook 01's model: convolution, batch norm, ReLU, 2x2 pooling, a two-layer MLP head.
 
-    def __init__(self, channels: int, rngs: nnx.Rngs, pool: str = "avg"):
-        self.conv = nnx.Conv(3, channels, (3, 3), rngs=rngs)
+    ``window`` is the convolution's window (3x3 in the notebook; exercise 5 draws another)."""
+
+    def __init__(self, channels: int, rngs: nnx.Rngs, pool: str = "avg", window: tuple[int, int] = (3, 3)):
+        self.conv = nnx.Conv(3, channels, tuple(window), rngs=rngs)
         self.norm = nnx.BatchNorm(channels, use_running_average=True, rngs=rngs)
         self.hidden = nnx.Linear(channels, 64, rngs=rngs)
         self.out = nnx.Linear(64, 10, rngs=rngs)
@@ -51,9 +53,10 @@ def compiled_hlo(
     pool: str = "avg",
     seed: int = 0,
     compiler_options: Mapping[str, Any] | None = None,
+    window: tuple[int, int] = (3, 3),
 ) -> str:
-    """The optimized HLO text of `SmallCNN` for a ``batch x image x image x 3`` input."""
-    model = SmallCNN(channels, nnx.Rngs(seed), pool=pool)
+    """The optimized HLO text of `SmallCNN` (convolution ``window``) for a ``batch x image x image x 3`` input."""
+    model = SmallCNN(channels, nnx.Rngs(seed), pool=pool, window=window)
     x = jnp.ones((batch, image, image, 3))
     return compile_fn(lambda x: model(x), (x,), compiler_options).as_text()
 
@@ -176,17 +179,51 @@ def exercise_4(text: str | None = None, path: str | os.PathLike | None = None) -
     return answer
 
 
-def exercise_5(batch: int = 8, image: int = 32, channels: int = 32) -> dict[str, Any]:
-    """The convolution's ``window`` attribute against its window feature columns.
+#: The sizes exercise 5's convolution window is drawn from: none is SmallCNN's 3, nor the pooling's 1 or 2.
+MYSTERY_SIZES: tuple[int, ...] = (4, 5, 6, 7)
 
-    With XLA:CPU's defaults the convolution is a node inside a YNNPACK fusion (kind ``kCustom``);
-    with the library fusions off (`NO_LIBRARY_FUSION`) it is a kernel of its own. Either way its
-    features are those of the ``convolution`` node. Window sizes are stored as ``log1p``.
+
+def mystery_window(seed: int = 0) -> tuple[int, int]:
+    """Exercise 5's convolution window: two different sizes of `MYSTERY_SIZES`, drawn from ``seed``.
+
+    SmallCNN's 3x3 window is known by construction, so reading it back from the features proves
+    nothing; this one is known only to whoever reads it from the module."""
+    first, second = np.random.default_rng(seed).choice(MYSTERY_SIZES, size=2, replace=False)
+    return int(first), int(second)
+
+
+def mystery_hlo(
+    batch: int = 8,
+    image: int = 32,
+    channels: int = 32,
+    seed: int = 0,
+    compiler_options: Mapping[str, Any] | None = None,
+) -> str:
+    """Exercise 5's module: the optimized HLO of `SmallCNN` with the convolution window `mystery_window` (``seed``)."""
+    return compiled_hlo(
+        batch, image, channels, compiler_options=compiler_options, window=mystery_window(seed)
+    )
+
+
+def convolution_node(ks: list[kernels.Kernel]) -> tuple[kernels.Kernel, int]:
+    """The kernel that holds the first ``convolution`` node, and that node's index in it."""
+    found = next(((k, i) for k in ks for i, n in enumerate(k.nodes) if n.opcode == "convolution"), None)
+    if found is None:
+        raise ValueError(f"none of the {len(ks)} kernels has a convolution node")
+    return found
+
+
+def exercise_5(batch: int = 8, image: int = 32, channels: int = 32, seed: int = 0) -> dict[str, Any]:
+    """`mystery_hlo`'s convolution: its ``window`` attribute against its window feature columns.
+
+    With XLA:CPU's defaults at the notebook's sizes the convolution is a node inside a YNNPACK
+    fusion (kind ``kCustom``); with the library fusions off (`NO_LIBRARY_FUSION`) it is a kernel of
+    its own. Either way its features are those of the ``convolution`` node. Window sizes are
+    stored as ``log1p``: `np.expm1` undoes it.
     """
     answer: dict[str, Any] = {}
     for name, options in (("default", None), ("library fusions off", NO_LIBRARY_FUSION)):
-        ks = _kernels(compiled_hlo(batch, image, channels, compiler_options=options))
-        kernel, node = next((k, i) for k in ks for i, n in enumerate(k.nodes) if n.opcode == "convolution")
+        kernel, node = convolution_node(_kernels(mystery_hlo(batch, image, channels, seed, options)))
         window = kernel.nodes[node].attributes["window"]
         row = features.featurize(kernel).node_features[node]
         cols = [features.NODE_FEATURE_NAMES.index(f"window_size{d}") for d in range(window.rank)]
@@ -301,15 +338,44 @@ def check_4(corrupted_file: str | os.PathLike | None, error_line: int | None, or
     return correct(4, f"It is the line you changed ({differ[0] + 1}).")
 
 
-def check_5(window_from_features: Any, batch: int, image: int, channels: int) -> bool:
-    """The convolution's window size, read back from its feature columns."""
+def check_5(window_from_features: Any, batch: int, image: int, channels: int, seed: int = 0) -> bool:
+    """`mystery_hlo`'s convolution window, read back from its feature columns (log1p undone).
+
+    SmallCNN's own 3x3, the feature values themselves, the sizes in the wrong order and any other
+    window fail, each with its hint."""
     if window_from_features is None:
         return not_attempted(5, "window_from_features to a tuple of ints")
-    answer = quietly(exercise_5, batch, image, channels)["default"]
-    got = tuple(int(round(float(v))) for v in window_from_features)
+    try:
+        raw = np.asarray([float(v) for v in window_from_features])
+    except (TypeError, ValueError):
+        raise wrong_answer(
+            5, "give the window as a tuple of numbers: (window_size0, window_size1)."
+        ) from None
+    expected = quietly(exercise_5, batch, image, channels, seed)["default"]["from_features"]
+    require(len(raw) == len(expected), 5, f"give {len(expected)} sizes: (window_size0, window_size1).")
     require(
-        got == answer["from_features"],
+        not np.allclose(raw, np.log1p(expected)),
         5,
         "the columns hold log1p(size): undo it with np.expm1 and round to an int.",
     )
-    return correct(5, "Now compare it with the window attribute of the compile without library fusions.")
+    got = tuple(int(round(v)) for v in raw)
+    require(
+        got != (3, 3),
+        5,
+        "3x3 is SmallCNN's window, known by construction; read the window of "
+        "solutions.mystery_hlo(BATCH, IMAGE, CHANNELS, SEED)'s convolution.",
+    )
+    require(
+        got != expected[::-1], 5, "the sizes are in the wrong order: window_size0 first, then window_size1."
+    )
+    require(
+        got == expected,
+        5,
+        "find the node whose opcode is 'convolution' among the nodes of mystery_hlo's kernels (not the "
+        "pooling's reduce-window), featurize its kernel, and read window_size0 and window_size1 of its row.",
+    )
+    return correct(
+        5,
+        f"A {got[0]}x{got[1]} window. Now compile it with library fusions off: is the convolution a kernel "
+        "of its own, and are its features the same?",
+    )
