@@ -223,18 +223,28 @@ def test_nb01_exercise_4(capsys, tmp_path):
 
 @pytest.mark.slow  # compiles programs: 5 s or more
 def test_nb01_exercise_5(capsys):
-    answer = nb01.exercise_5(**SMALL)
+    window = nb01.mystery_window(0)
+    assert window != (3, 3) and window[0] != window[1]  # not SmallCNN's; its reverse is a wrong answer
+    answer = nb01.exercise_5(**SMALL, seed=0)
     for compiled in answer.values():
-        assert compiled["window_size"] == compiled["from_features"] == (3, 3)  # SmallCNN's 3x3 kernel
+        assert compiled["window_size"] == compiled["from_features"] == window
     assert answer["library fusions off"]["kind"] == "convolution"
-    assert_grades(
-        capsys,
-        lambda a: nb01.check_5(a, *SMALL.values()),
-        (3, 3),
-        tuple(np.log1p([3, 3])),  # the feature values, not undone
-        secret="(3, 3)",
-        hint="log1p",
-    )
+    # The convolution node's window attribute, read from the HLO text alone: `window={size=AxB ...}`.
+    text = nb01.mystery_hlo(**SMALL, seed=0)
+    (size,) = set(re.findall(r"convolution\(.*window=\{size=(\d+)x(\d+)", text))
+    assert tuple(map(int, size)) == window
+    check = lambda a: nb01.check_5(a, *SMALL.values(), 0)  # noqa: E731
+    assert_grades(capsys, check, window, tuple(np.log1p(window)), secret=str(window), hint="log1p")
+    # The untouched notebook's answer (SmallCNN's 3x3, known without doing anything) and the
+    # sizes in the wrong order fail; the right sizes as floats pass.
+    for wrong, hint in (
+        ((3, 3), "known by construction"),
+        (window[::-1], "wrong order"),
+        ((2, 2), "convolution"),
+    ):
+        with pytest.raises(WrongAnswer, match=hint):
+            check(wrong)
+    assert check(tuple(float(v) for v in window)) is True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,18 +408,26 @@ def test_nb03_exercise_2(capsys, bundled_kernels):
         ]
         for split in ("random", "hard")
     }
+    parts = {"structure-novel": "structure_novel", "unseen": "unseen", "all test-program kernels": None}
     for split, result in stored.items():  # the bundled models score as they did when trained
-        assert table.loc["gnn", ("MAPE >=5us (%)", split)] == pytest.approx(result["mape_ge5us"], abs=1e-6)
-        assert table.loc["gnn", ("Kendall tau", split)] == pytest.approx(result["kendall_median"], abs=1e-6)
-    hard = float(table.loc["gnn", ("MAPE >=5us (%)", "hard")])
+        for label, key in parts.items():
+            part = result if key is None else result[key]
+            row = table.loc[("gnn", split, label)]
+            assert row["MAPE >=5us (%)"] == pytest.approx(part["mape_ge5us"], abs=1e-6)
+            assert row["Kendall tau"] == pytest.approx(part["kendall_median"], abs=1e-6)
+            assert (row["rows"], row["programs"]) == (part["n_kernels"], part["n_programs"])
+    figure = lambda split, label: float(table.loc[("gnn", split, label), "MAPE >=5us (%)"])  # noqa: E731
+    hard = figure("hard", "structure-novel")
     assert_grades(
         capsys,
         nb03.check_2,
         hard,
-        float(table.loc["gnn", ("MAPE >=5us (%)", "random")]),
+        figure("random", "structure-novel"),
         secret=f"{hard:.1f}",
         hint="random split's figure",
     )
+    with pytest.raises(WrongAnswer, match="structure-novel column"):
+        nb03.check_2(figure("hard", "unseen"))  # the hard split's unseen rows are all its rows
 
 
 def test_nb03_exercise_3(capsys, bundled_kernels, random_split):
