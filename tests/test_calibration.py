@@ -179,7 +179,10 @@ def test_calibration_removes_a_simulated_device_shift(tmp_path):
     assert r["kernels"] >= 15 and r["shifted_report"]["mode"] != "none"
     assert r["shifted_report"]["training_kernels_left_out"] > 0, "the model's training kernels were scored"
     assert r["shifted_report"]["kernels"] == r["bundled_report"]["kernels"]  # the same kernels left out
-    assert abs(r["shifted_calibrated"]["median_ape"] - r["bundled"]["median_ape"]) <= allowance, (allowance, r)
+    assert abs(r["shifted_calibrated"]["median_ape"] - r["bundled"]["median_ape"]) <= allowance, (
+        allowance,
+        r,
+    )
     assert abs(r["shifted_calibrated"]["log_bias"]) < 0.25 * abs(r["shifted"]["log_bias"]), r
 
 
@@ -268,6 +271,7 @@ def test_setup_pages_compiler_table_is_the_bundled_calibrations():
     rows = {r["jaxlib"]: r for r in calibration.compiler_summary(calibration.bundled_reports())}
     assert set(rows) == {"0.10.2", "0.7.2"} and all(r["runs"] == 3 for r in rows.values())
     assert len({r["device"] for r in rows.values()}) == 1, "both compilers measured on one host"
+    assert all(r["folds"] == "family" for r in rows.values()), "measured before folds by family"
     root = Path(__file__).resolve().parents[1]
     for readme in (root / "docs" / "setup.md", root / "tpucost" / "bundled" / "calibration" / "README.md"):
         text = readme.read_text()
@@ -279,7 +283,10 @@ def test_setup_pages_compiler_table_is_the_bundled_calibrations():
                 (f"{r['after_min']:.1f}", f"{r['after_max']:.1f}"),
             ], (readme.name, line)
             assert f"| {r['gain_min']:.1f}-{r['gain_max']:.1f} |" in line, (readme.name, line)
-            assert f"| {r['kernels']:,} |" in line, (readme.name, line)
+            assert f"| {r['kernels']:,} ({r['training_kernels_left_out']:,} left out) |" in line, (
+                readme.name,
+                line,
+            )
 
 
 def test_a_calibration_set_from_another_device_is_refused(tiny_model, monkeypatch, tmp_path):
