@@ -85,7 +85,7 @@ class TargetProgram:
       text: the optimized HLO module as text (``compiled.as_text()``).
       module: ``text`` parsed by `tpucost.hlo.parse_module`.
       cost_analysis: the compiler's whole-program figures: ``flops``, ``transcendentals``,
-        ``bytes_accessed`` and (TPU) ``optimal_seconds``, each a float or None.
+      ``bytes_accessed`` and (TPU) ``optimal_seconds``, each a float or None.
       compiler: ``{"jax", "jaxlib", "libtpu"}`` versions (libtpu None on the CPU target).
     """
 

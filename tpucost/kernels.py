@@ -67,7 +67,7 @@ NOT_KERNELS = frozenset(
     partition-id replica-id domain get-dimension-size async-update async-done all-reduce-done
     all-gather-done collective-permute-done copy-done send-done recv-done""".split()
 )
-#: ``custom_call_target``s that do no work a kernel is timed for: the TPU compiler's buffer reservation.
+#: Values of ``custom_call_target`` that do no work a kernel is timed for: the TPU compiler's buffer reservation.
 NOT_KERNEL_CUSTOM_CALLS = frozenset({"AllocateBuffer"})
 #: Opcodes whose called computations hold further kernels.
 CONTROL_FLOW = frozenset({"while", "conditional", "call"})

@@ -80,8 +80,7 @@ Configurations (``CONFIGURATIONS``)
     measured by compiling example:mixer and example:nnx_vit for v5e, kernels default -> configuration):
 
       ``tpu_no_conv_input_fusion``    ``xla_jf_conv_input_fusion=false``: mixer 133 -> 166, nnx_vit 339 -> 385.
-      ``tpu_no_conv_output_fusion``   ``xla_jf_conv_output_fusion=false``: same kernel count, other
-                                      fusions (and other estimates: nnx_vit 251 -> 236 us).
+      ``tpu_no_conv_output_fusion``   ``xla_jf_conv_output_fusion=false``: same kernel count, other fusions (and other estimates: nnx_vit 251 -> 236 us).
       ``tpu_no_multi_output_fusion``  ``xla_jf_enable_multi_output_fusion=false``: 133 -> 163, 339 -> 389.
 
     Accepted but without effect on these programs: ``xla_disable_hlo_passes=fusion`` (the TPU's

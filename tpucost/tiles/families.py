@@ -102,10 +102,10 @@ class TilePlan(NamedTuple):
       scratch: ``(shape, dtype)`` of each VMEM scratch buffer.
       total_flops: arithmetic of the whole kernel (multiply-add = 2, elementwise op = 1).
       temporaries: bytes of the body's own large values (a float32 copy of a block, attention's
-        score matrix, per-row statistics) that Mosaic keeps in VMEM beside the blocks and
-        scratch: each family's estimate in whole float32 (8, 128) tiles (`_f32_tiles`), fitted
-        as an upper envelope of the scoped VMEM Mosaic reports for each kernel
-        (`tpucost.tiles.mosaic.scoped_vmem_bytes`) and used by the TPU backend's VMEM rule only.
+      score matrix, per-row statistics) that Mosaic keeps in VMEM beside the blocks and
+      scratch: each family's estimate in whole float32 (8, 128) tiles (`_f32_tiles`), fitted
+      as an upper envelope of the scoped VMEM Mosaic reports for each kernel
+      (`tpucost.tiles.mosaic.scoped_vmem_bytes`) and used by the TPU backend's VMEM rule only.
     """
 
     grid: tuple[int, ...]
