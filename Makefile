@@ -1,4 +1,5 @@
-# tpucost: `make demo` runs the notebooks, `make test` runs every test, `make check` the quick ones,
+# tpucost: `make demo` runs the notebooks, `make test` runs every test (and checks in Chromium a book
+# rendered from the notebooks its wheel test executed), `make check` the quick ones,
 # `make docs` renders the book from make demo's executed notebooks, `make docs-check` checks it in Chromium.
 # Both create .venv (from python3) and install the exact tested versions
 # from constraints.txt when needed. `make test` also creates .venv-colab: Colab's
@@ -18,6 +19,9 @@ COLAB_STAMP := $(COLAB_VENV)/.tpucost-installed
 
 # Test processes run side by side (pytest-xdist); the tests marked `quiet` then run alone.
 JOBS ?= 2
+# The files that hold tests marked `quiet` (collecting only these saves ~10 s per timing phase;
+# tests/conftest.py refuses a quiet test this would miss).
+QUIET_FILES := $(shell grep -l 'mark\.quiet' tests/test_*.py)
 
 .PHONY: demo docs docs-check browser test test-newest test-colab check lab install lock bench clean
 
@@ -44,33 +48,38 @@ docs: $(STAMP)
 	$(PY) tools/build_docs.py --executed build --out build/site
 
 ## docs-check: every page of build/site/ in headless Chromium: console, images, links, search, badges
+## (a missing browser or book fails)
 docs-check: $(STAMP) browser
-	$(PY) -m pytest -p no:cacheprovider -m browser tests/test_site.py
+	TPUCOST_REQUIRE_BROWSER=1 $(PY) -m pytest -p no:cacheprovider -m browser tests/test_site.py
 
 ## browser: Debian's chromium and chromium-driver for the browser check, when missing (apt-get;
 ## as root, else through sudo), unless TPUCOST_CHROMEDRIVER names another driver (TPUCOST_CHROMIUM its
-## browser). Where they cannot be installed the browser tests skip, saying why.
+## browser). Where they cannot be installed it fails, and so does make test.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 browser:
 	@test -n "$$TPUCOST_CHROMEDRIVER" || { command -v chromium && command -v chromedriver; } >/dev/null || \
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium chromium-driver; } || \
-	  echo "warning: could not install chromium and chromium-driver; the browser tests will skip"
+	  { echo "error: could not install Debian's chromium and chromium-driver, which the browser tests need" >&2; exit 1; }
 
 ## test: what CI runs: every test on the newest pins, then the core tests and the notebooks on Colab's versions
 test: test-newest test-colab
 
-## test-newest: every test, $(JOBS) at a time, then the timing tests (marked quiet) alone; the
-## notebooks run from the wheel in a fresh environment of each runtime (newest, and Colab's on its Python)
+## test-newest: every test but the browser's, $(JOBS) at a time, then the timing tests (marked quiet)
+## alone; the notebooks run from the wheel in a fresh environment of each runtime (newest, and Colab's
+## on its Python), and the newest runtime's executed copies (build/tested-notebooks) are rendered into
+## build/tested-site, which the browser tests then check (a missing browser or book fails)
 test-newest: $(STAMP) browser
-	TPUCOST_COLAB_PYTHON=$(COLAB_PYTHON) $(PY) -m pytest -n $(JOBS) -m "not quiet"
-	$(PY) -m pytest -m quiet
+	TPUCOST_COLAB_PYTHON=$(COLAB_PYTHON) $(PY) -m pytest -n $(JOBS) -m "not quiet and not browser"
+	$(PY) -m pytest -m "quiet and not browser" $(QUIET_FILES)
+	$(PY) tools/build_docs.py --executed build/tested-notebooks --out build/tested-site
+	TPUCOST_REQUIRE_BROWSER=1 TPUCOST_SITE=build/tested-site $(PY) -m pytest -p no:cacheprovider -m browser tests/test_site.py
 
 ## test-colab: the unit tests marked `core` in .venv-colab (Colab's versions: flax, the profiler,
 ## compile options, Pallas), and every test marked `tpu` (compiling for a TPU v5e with Colab's jax and
 ## its libtpu: every corpus family, the examples, the notebooks' TPU programs, Mosaic), then its timing tests alone
 test-colab: $(COLAB_STAMP)
 	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) -m "((core and not slow) or tpu) and not notebooks and not quiet and not newest_only"
-	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m "core and quiet and not newest_only"
+	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m "core and quiet and not newest_only" $(QUIET_FILES)
 
 ## check: the edit loop: unit tests only (nothing timed on the device, no training runs, no notebooks,
 ## no compiling for a TPU)

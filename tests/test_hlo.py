@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import csv
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +19,7 @@ from conftest import CORPUS, XLA_CROSS_CHECK, corpus_modules
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpucost import hlo
+from tpucost import hlo, kernels
 
 SMALL = """HloModule m, entry_computation_layout={(f32[2,3]{1,0})->f32[3]{0}}
 
@@ -118,6 +125,34 @@ def test_errors_name_line_and_column(text, line, col, words):
     assert isinstance(err, ValueError)
     assert (err.line, err.column) == (line, col), str(err)
     assert words in str(err) and str(err).startswith(f"bad.hlo:{line}:{col}:")
+
+
+def test_cli_on_an_empty_hlo_file_prints_one_line_per_message(tmp_path):
+    """`python -m tpucost predict` on an empty file, with a model trained on another device: the
+    warning about the device and the parse error are one line each, and no line is source code."""
+    bundled = Path(hlo.__file__).parent / "bundled" / "checkpoints" / "kernel-random" / "gnn"
+    shutil.copytree(bundled, tmp_path / "model" / "gnn")
+    config = tmp_path / "model" / "gnn" / "config.json"
+    saved = json.loads(config.read_text())
+    saved["extra"]["device"].update(id="0123456789ab", cpu_model="Some Other CPU")
+    config.write_text(json.dumps(saved))
+    (tmp_path / "empty.hlo").write_text("")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tpucost", "predict", "empty.hlo", "--model", "model"],
+        cwd=tmp_path,
+        env={**os.environ, "TPUCOST_CACHE_DIR": str(tmp_path / "cache")},  # no calibration
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0].startswith(
+        "warning: tpucost: the gnn model in model learned runtimes measured on cpu 'Some Other CPU'"
+    ), lines[0]
+    assert lines[0].endswith("to measure the error here and correct it"), lines[0]
+    assert lines[1] == "error: empty.hlo:1:1: expected at least one computation; found end of input"
 
 
 def test_compiled_jax_program_roundtrip():
@@ -387,6 +422,53 @@ def test_rejects_what_xla_rejects_around_layouts(text):
         hlo.parse_module(text)
 
 
+# --- GPU and TPU modules of XLA's own tests, bundled (tests/data/hlo: README.md, MANIFEST.tsv) ---
+
+BUNDLED_HLO = Path(__file__).resolve().parent / "data" / "hlo"
+
+
+def bundled_hlo() -> list[dict[str, str]]:
+    """Rows of tests/data/hlo/MANIFEST.tsv (file, platform, provenance, and what tpucost makes of it)."""
+    with (BUNDLED_HLO / "MANIFEST.tsv").open() as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def test_the_bundled_modules_are_gpu_and_tpu_hlo_with_their_provenance():
+    rows = bundled_hlo()
+    assert sorted(p.name for p in BUNDLED_HLO.glob("*.hlo")) == sorted(r["file"] for r in rows)
+    assert {r["platform"] for r in rows} == {"gpu", "tpu"}
+    for r in rows:
+        assert r["commit"] and r["source_path"] and r["origin"], r["file"]
+        text = (BUNDLED_HLO / r["file"]).read_text()
+        assert len(text.encode()) == int(r["bytes"]), r["file"]
+        if r["platform"] == "tpu":  # what makes them TPU HLO: tiled layouts
+            assert ":T(" in text, r["file"]
+        else:  # GPU HLO: Triton or cuBLAS / cuDNN configs, or async collectives
+            assert re.search(r"__triton|__cublas|__cudnn|-start\(", text), r["file"]
+
+
+@pytest.mark.parametrize(
+    "row", bundled_hlo(), ids=lambda r: f"{r['platform']}-{r['file'].split('__', 3)[-1]}"
+)
+def test_bundled_gpu_and_tpu_modules_parse_into_their_kernels(row):
+    (text,) = hlo.split_modules((BUNDLED_HLO / row["file"]).read_text())
+    module = hlo.parse_module(text, source=row["file"])
+    assert (module.name, len(module.computations)) == (row["module"], int(row["computations"]))
+    found = [f"{k.name}:{k.kind}" for k in kernels.decompose(module)]
+    assert found == row["kernels"].split(";")
+
+
+@needs_xla
+def test_agrees_with_xla_on_the_bundled_gpu_and_tpu_modules():
+    modules = [
+        (r["file"], hlo.split_modules((BUNDLED_HLO / r["file"]).read_text())[0]) for r in bundled_hlo()
+    ]
+    compared, rejected, differing = xla_reference.cross_check(modules)
+    XLA_CROSS_CHECK.update(bundled=len(compared))
+    assert not differing and not rejected, differing or rejected
+    assert compared == [label for label, _ in modules]
+
+
 # Valid HLO that jaxlib 0.10.2's parser rejects: newer syntax (an async op with its body inline,
 # which newer XLA accepts), or a computation called before the text defines it.
 NEWER_SYNTAX = {
@@ -504,9 +586,11 @@ def test_agrees_with_xla_on_compiled_programs():
 
 # --- fuzzing: only HloParseError escapes, and nothing hangs -----------------------------------
 
-_SEEDS = [SMALL, SPACED_LAYOUTS, BODY_AFTER_RESULT_SHAPE, INLINE_BODIES, CLASHING_NAMES] + [
-    p.read_text()[:4000] for p in sorted(CORPUS.glob("*.hlo"))[:40] if p.stat().st_size < 6000
-]
+_SEEDS = (
+    [SMALL, SPACED_LAYOUTS, BODY_AFTER_RESULT_SHAPE, INLINE_BODIES, CLASHING_NAMES]
+    + [p.read_text() for p in sorted(BUNDLED_HLO.glob("*.hlo"))]
+    + [p.read_text()[:4000] for p in sorted(CORPUS.glob("*.hlo"))[:40] if p.stat().st_size < 6000]
+)
 
 
 @pytest.fixture(scope="session")

@@ -247,39 +247,68 @@ def test_trains_on_the_published_tpugraphs_format(tmp_path):
 
 #: Matmul problems (M, N, K) that are not in the bundled tile data set (checked in the test).
 NEW_MATMULS = [(128, 384, 256), (256, 384, 384), (128, 640, 384)]
+#: The most that measurement noise may add to the 5% target of the suggestion test: a run noisier
+#: than that fails instead of loosening the test (the bundled tile data's top-5 noise floor is 3.7%).
+SUGGESTION_NOISE_CAP = 0.10
 
 
 @pytest.mark.quiet
 @pytest.mark.newest_only
 def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
     """The issue's target: the best measured of `suggest_tiles --top 5` is within 5% of the best of
-    every legal configuration, plus the noise allowance: the larger of the bundled tile data's noise
-    floor and this host's in this run (each the top-1 slowdown of picking by one measurement and
-    checking with a second; the bundled one was measured on another host). Each configuration is
-    measured twice; its runtime is the faster of the two.
+    every legal configuration, plus the noise of a top-5 pick, at most `SUGGESTION_NOISE_CAP`: the
+    larger of the bundled tile data's top-5 noise floor and this host's in this run (each the top-5
+    slowdown of picking by one measurement and checking with a second; the bundled one was measured
+    on another host). Each configuration is compiled once and timed in two passes (as
+    `tiles.measure_configs` times it, under the bundled data's lowering); its runtime is the faster.
+
+    The five are the bundled rank model's: its five lowest scores among the legal configurations,
+    computed here from the model. A heuristic or another scorer in its place fails that check, and a
+    random scorer the measured one (random picks of five land within the allowance on all three
+    shapes about one time in 25, by the runtimes measured here). Measured, the model's five and the largest-block heuristic's are
+    the same configurations up to order on these shapes (`benchmarks/tile_suggestions.py`; Table 3
+    of the bundled models agrees): no measured bound tells the two apart on this CPU.
 
     Marked ``newest_only``: the bundled tile models learned kernels built by jaxlib 0.10.2; under
     Colab's jaxlib 0.7.2 the interpreted kernels differ, and one clean-clone run there measured the
     best of the top 5 16% slower than the best (two others passed), so nothing is promised there."""
+    from tpucost import measure
+
     ds = tile_data.load_tile_dataset()
-    bundled_noise = tile_data.noise_floor(ds)["top1"]
+    bundled_noise = tile_data.noise_floor(ds)["top5"]
+    model, _ = tile_task.load_tile_model()
     known = {
         tuple(int(v) for v in s.split(",")) for f, s in zip(ds.family, ds.shape, strict=True) if f == "matmul"
     }
     for shape in NEW_MATMULS:
         assert shape not in known
         configs = tiles.legal_configs("matmul", shape)
-        picked = [s["config"] for s in tile_task.suggest_tiles("matmul", shape, top=5)]
+        suggested = tile_task.suggest_tiles("matmul", shape, top=5)
+        rows = np.stack([tiles.config_features("matmul", shape, "float32", c) for c in configs])
+        scores = tile_task.predict_scores(model, [tiles.kernel_graph("matmul", shape)], [rows])[0]
+        best_scored = np.argsort(scores, kind="stable")[:5]
+        assert [s["config"] for s in suggested] == [configs[i] for i in best_scored], shape
+        assert [s["score"] for s in suggested] == pytest.approx(scores[best_scored], rel=1e-6), shape
+        compiled = []
+        for config in configs:
+            fn, args = tiles.build("matmul", shape, "float32", config, lowering=ds.lowering)
+            compiled.append((measure.compile_fn(fn, args), args))
         first, second = (
-            np.array(tiles.measure_configs("matmul", shape, "float32", configs)) for _ in range(2)
+            np.array([measure.best_wall_time_ns(run, args, 5, 1, 2.0) for run, args in compiled])
+            for _ in range(2)
         )
         # This host's noise now, as the bundled floor is defined: pick by one pass, check with the other.
-        noise_here = evaluate.top_k_slowdown(first, second, 1)
+        noise_here = evaluate.top_k_slowdown(first, second, 5)
         runtime = np.minimum(first, second)
-        best_picked = min(picked, key=lambda c: runtime[configs.index(c)])
-        slowdown = runtime[configs.index(best_picked)] / runtime.min() - 1
-        allowance = 0.05 + max(bundled_noise, noise_here)
-        assert slowdown <= allowance, (shape, best_picked, slowdown, bundled_noise, noise_here)
+        picked = [configs.index(s["config"]) for s in suggested]
+        slowdown = runtime[picked].min() / runtime.min() - 1
+        allowance = 0.05 + min(SUGGESTION_NOISE_CAP, max(bundled_noise, noise_here))
+        assert slowdown <= allowance, (
+            shape,
+            configs[picked[int(np.argmin(runtime[picked]))]],
+            slowdown,
+            noise_here,
+        )
 
 
 @pytest.mark.slow

@@ -3,9 +3,11 @@
     python tools/build_docs.py [--executed build] [--out build/site]
 
 Nothing is executed: each notebook page shows the outputs `make demo` recorded in
-``build/NN_*.ipynb``, with when, where and in how long it ran. The sources are staged in
-``build/docs-src`` (docs/ as it is, the notebooks, one API page per module, the bundled data's
-provenance files), then Sphinx writes the static site to ``--out``.
+``build/NN_*.ipynb`` (or, with ``--executed build/tested-notebooks``, those `make test` recorded
+when `tests/test_wheel.py` ran the notebooks from the wheel: `make test` builds its book into
+``build/tested-site`` that way), with who ran it, when, where and in how long. The sources are
+staged in ``docs-src`` beside ``--out`` (docs/ as it is, the notebooks, one API page per module,
+the bundled data's provenance files), then Sphinx writes the static site to ``--out``.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ def executed_notebooks(executed_dir: Path) -> list[tuple[Path, nbformat.Notebook
     for source in sorted((ROOT / "notebooks").glob("0*.ipynb")):
         copy = executed_dir / source.name
         if not copy.is_file():
-            raise StaleNotebook(f"{copy} is missing: run `make demo` first")
+            raise StaleNotebook(
+                f"{copy} is missing: run `make demo` first (build/tested-notebooks: tests/test_wheel.py)"
+            )
         nb = nbformat.read(copy, as_version=4)
         if "tpucost_run" not in nb.metadata:
             raise StaleNotebook(f"{copy} has no run record (metadata 'tpucost_run'): run `make demo` again")
@@ -69,13 +73,15 @@ def executed_notebooks(executed_dir: Path) -> list[tuple[Path, nbformat.Notebook
 
 
 def run_line(run: dict) -> str:
-    """One sentence saying when, on which device, in how long and under what load a notebook ran."""
+    """One sentence saying who ran a notebook (``make demo`` unless its record says otherwise),
+    when, on which device, in how long and under what load."""
     started = datetime.fromisoformat(run["started"])
     minutes, seconds = divmod(round(run["seconds"]), 60)
     took = f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
     smoke = " with `TPUCOST_SMOKE=1` (tiny settings)" if run.get("smoke") else ""
+    by = run.get("by", "`make demo`")
     return (
-        f"*Executed by `make demo` on {started:%Y-%m-%d %H:%M %Z}{smoke} in **{took}** on {run['device']} "
+        f"*Executed by {by} on {started:%Y-%m-%d %H:%M %Z}{smoke} in **{took}** on {run['device']} "
         f"(load average {run['load_average']:.2f} at the end). On your machine the numbers differ.*"
     )
 
@@ -174,7 +180,12 @@ def build(source_dir: Path, out: Path) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--executed", type=Path, default=ROOT / "build", help="make demo's output folder")
+    parser.add_argument(
+        "--executed",
+        type=Path,
+        default=ROOT / "build",
+        help="the executed notebooks: make demo's output folder, or build/tested-notebooks (make test's)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "site")
     args = parser.parse_args()
     start = time.time()

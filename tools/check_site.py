@@ -218,13 +218,21 @@ def pages_of(site: Path) -> list[str]:
     return sorted(str(p.relative_to(site)) for p in site.rglob("*.html") if "_static" not in p.parts)
 
 
-def check_site(site: Path, pages: list[str] | None = None, whole_site: bool = True) -> list[str]:
+def check_site(
+    site: Path, pages: list[str] | None = None, whole_site: bool = True, driver: object | None = None
+) -> list[str]:
     """Every problem of ``site``, a line each, prefixed by its page. ``pages`` limits the pages
-    opened; ``whole_site`` adds the search and the notebook pages' Colab badges."""
+    opened; ``whole_site`` adds the search and the notebook pages' Colab badges. ``driver``: a
+    browser from `chromium` to use (its console log so far is dropped first); default a new one."""
     pages = pages_of(site) if pages is None else pages
     repository = repository_url() if whole_site else None
     problems = []
-    with serve(site) as base, chromium() as driver:
+    with contextlib.ExitStack() as stack:
+        base = stack.enter_context(serve(site))
+        if driver is None:
+            driver = stack.enter_context(chromium())
+        else:
+            driver.get_log("browser")
         for page in pages:
             problems += [f"{page}: {line}" for line in check_page(driver, site, base, page, repository)]
         if whole_site:

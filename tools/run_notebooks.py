@@ -22,10 +22,15 @@ from nbclient.exceptions import CellExecutionError
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def execute(path: Path, out_dir: Path, timeout: int, device: str) -> Path:
+#: Who executed a notebook, as its page's run line names it (``tpucost_run["by"]``).
+BY_MAKE_DEMO = "`make demo`"
+
+
+def execute(path: Path, out_dir: Path, timeout: int, device: str, by: str = BY_MAKE_DEMO) -> Path:
     """Run one notebook with its own folder as the working directory; save it executed, with
-    when, how long, where and under what load it ran in its metadata (``tpucost_run``: the book
-    shows it on the notebook's page)."""
+    who ran it (``by``), when, how long, where and under what load in its metadata
+    (``tpucost_run``: the book shows it on the notebook's page). `tests/test_wheel.py` calls this
+    too, for the notebooks it executes from the wheel (``make test`` builds its book from them)."""
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
@@ -34,6 +39,7 @@ def execute(path: Path, out_dir: Path, timeout: int, device: str) -> Path:
     try:
         client.execute()
         nb.metadata["tpucost_run"] = {
+            "by": by,
             "started": started.isoformat(timespec="seconds"),
             "seconds": round(time.time() - start, 1),
             "device": device,

@@ -1,11 +1,14 @@
-"""What every command shares: JSON or table output, one-line errors, argument types, the label mode."""
+"""What every command shares: JSON or table output, one-line errors and warnings, argument types,
+the label mode."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 
 from tpucost import (
     device,
@@ -25,6 +28,24 @@ def emit(result: dict, as_json: bool, print_table: Callable[[dict], None]) -> in
 def fail(err: BaseException) -> int:
     print(f"error: {err}", file=sys.stderr)
     return 2
+
+
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    """`warnings.formatwarning` for the command line: ``warning: MESSAGE`` on one line. Python's
+    own format adds the file, the line number and the line of source code that warned."""
+    return "warning: " + " ".join(str(message).split()) + "\n"
+
+
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """While a command runs, print each warning as one line (``warning: ...``), like its errors.
+    (Only the format changes: filters, and warnings recorded by `warnings.catch_warnings`, as before.)"""
+    formatted = warnings.formatwarning
+    warnings.formatwarning = _warning_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = formatted
 
 
 def shard(text: str) -> tuple[int, int]:

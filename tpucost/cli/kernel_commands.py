@@ -403,6 +403,7 @@ def cmd_data_additivity(args: argparse.Namespace) -> int:
 
 
 def _print_additivity(s: dict) -> None:
+    lo, hi = s["band"]  # tpucost.verdicts.ADDS_UP, the band of "adds up"
     for label, part in (("all pairs", s), ("pairs >= 1 ms", s["pairs_ge_1ms"])):
         if not part.get("pairs"):
             print(f"{label}: none")
@@ -410,13 +411,13 @@ def _print_additivity(s: dict) -> None:
         print(
             f"{label}: {part['pairs']}, summed labels / wall time median {part['median']:.2f} "
             f"(p10 {part['p10']:.2f}, p90 {part['p90']:.2f}, max {part['max']:.2f}); "
-            f"{100 * part['within_0.8_1.1']:.0f}% within 0.8-1.1, {100 * part['above_1.1']:.0f}% above 1.1"
+            f"{100 * part[f'within_{lo}_{hi}']:.0f}% within {lo}-{hi}, {100 * part[f'above_{hi}']:.0f}% above {hi}"
         )
     print(
         f"dispatch overhead per kernel (median of (wall - summed labels) / kernels): {s['dispatch_ns_per_kernel']:.0f} ns"
     )
     for reason, n in s["outside_by_reason"].items():
-        print(f"  {n} pairs outside 0.8-1.1: {reason}")
+        print(f"  {n} pairs outside {lo}-{hi}: {reason}")
 
 
 def cmd_data_noise(args: argparse.Namespace) -> int:
