@@ -14,6 +14,7 @@ import argparse
 from collections.abc import Sequence
 
 from tpucost.cli.autotune_commands import add_autotune_command
+from tpucost.cli.common import one_line_warnings
 from tpucost.cli.compile_commands import add_compile_command
 from tpucost.cli.experiment_commands import add_experiment_commands
 from tpucost.cli.kernel_commands import add_data_commands, add_model_commands, cmd_hlo
@@ -42,4 +43,5 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit status (0, or 2 with one ``error:`` line on stderr)."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    with one_line_warnings():  # a warning prints as one line, like an error
+        return args.func(args)

@@ -29,7 +29,6 @@ from tpucost.cli.common import (
     label_mode,
     lowering_flag,
     names,
-    one_line_warnings,
     shard,
 )
 from tpucost.cli.tile_commands import (
@@ -567,8 +566,7 @@ def _print_table2(summary: dict) -> None:
 def cmd_predict(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
-        with one_line_warnings():  # a model of another device or jaxlib: one line, no source line
-            model = costmodel.CostModel.load(args.model, args.method)
+        model = costmodel.CostModel.load(args.model, args.method)  # a warning: one line (cli.main)
         estimate = model.predict_hlo(path.read_text(encoding="utf-8", errors="replace"), source=str(path))
     except OSError as err:
         print(f"{path}: cannot read: {err.strerror or err}", file=sys.stderr)
