@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tpucost import autotune, checkpoint, costmodel, features, hlo, kernels, programs, train
+from tpucost import autotune, checkpoint, costmodel, features, hlo, kernels, programs, train, verdicts
 from tpucost.data import additivity
 from tpucost.data import kernel as kernel_data
 from tpucost.data import tile as tile_data
@@ -310,9 +310,9 @@ def test_nb02_exercise_3(capsys):
     table = additivity.additivity_table()
     # The reasons notebook 02 shows for pairs outside the window: in the label mode (one core)
     # kernels never overlap, so a sum above the wall time is the profiler's cost per call.
-    (above,) = set(table.loc[table["additivity_ratio"] > additivity.ADDITIVE[1], "reason"])
+    (above,) = set(table.loc[table["additivity_ratio"] > verdicts.ADDS_UP[1], "reason"])
     assert "profiler" in above and "overlap" not in above and "async" not in above
-    below = set(table.loc[table["additivity_ratio"] < additivity.ADDITIVE[0], "reason"])
+    below = set(table.loc[table["additivity_ratio"] < verdicts.ADDS_UP[0], "reason"])
     assert all("not in any kernel" in r for r in below) and len(below) == 2
     answer = nb02.exercise_3(table)
     medians = {

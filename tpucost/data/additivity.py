@@ -21,7 +21,7 @@ from tpucost.data.kernel import default_data_dir
 from tpucost.data.kernel_collection import dispatch_ns_per_kernel, measured_runs
 from tpucost.verdicts import ADDS_UP
 
-__all__ = ["ADDITIVE", "additivity_table", "additivity_summary"]
+__all__ = ["additivity_table", "additivity_summary"]
 
 
 def additivity_table(data_dir: str | os.PathLike | None = None) -> Any:
@@ -48,11 +48,6 @@ def additivity_table(data_dir: str | os.PathLike | None = None) -> Any:
     frame.insert(2, "form", frame["program_id"].str.split("-").str[1])
     frame["reason"] = [_additivity_reason(r) for r in frame.itertuples()]
     return frame
-
-
-#: The band in which summed labels count as adding up to the program's wall time: the same object
-#: as `tpucost.verdicts.ADDS_UP` (kept under this name for existing callers).
-ADDITIVE = ADDS_UP
 
 
 def _additivity_reason(row: Any) -> str:
