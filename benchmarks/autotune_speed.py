@@ -2,8 +2,8 @@
 
     python benchmarks/autotune_speed.py [--program-candidates 8] [--tile-candidates 2000] [--device-candidates 6]
 
-Both sides run in this run, on this machine, pinned to one core (the label mode of `tpucost.device`),
-on the same random candidates (seed 0) of the built-in examples of `tpucost.autotune`:
+Both sides run in this run, on this machine, pinned to one core (the label mode of `tpucost.method.device`),
+on the same random candidates (seed 0) of the built-in examples of `tpucost.experiments.autotune`:
 
 * program space (``example:transformer``, ``example:mixer``, ``example:nnx_vit``,
   ``example:nnx_convnext``): the model side compiles each candidate and sums the kernel model's
@@ -27,8 +27,9 @@ import argparse
 import jax
 import numpy as np
 
-from tpucost import autotune, device
-from tpucost.costmodel import CostModel
+from tpucost.experiments import autotune
+from tpucost.method import device
+from tpucost.method.costmodel import CostModel
 
 
 def _rate(counter: autotune.Counter) -> str:

@@ -2,7 +2,7 @@
 
     python benchmarks/collect_speed.py [--programs 6] [--repeats 5] [--families mlp,cnn] [--out DIR]
 
-Collects a small corpus with `tpucost.data.kernel.collect` into a temporary folder, timing the
+Collects a small corpus with `tpucost.experiments.data.kernel.collect` into a temporary folder, timing the
 whole run with ``time.perf_counter``, and splits it with the per-(program, configuration) phase
 timings of ``log.jsonl``:
 
@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tpucost import device
-from tpucost.data import collection, kernel_collection
+from tpucost.experiments.data import collection, kernel_collection
+from tpucost.method import device
 
 
 def main() -> None:

@@ -5,11 +5,11 @@
 Both sides are measured in this run on this machine:
 * prediction: `CostModel.predict` on `--kernels` kernels of the bundled data set, batched, after
   one warm-up call (which compiles one program per padding bucket), best of 3;
-* measurement (the reference): `tpucost.data.kernel.measure_program` on the first `--programs`
+* measurement (the reference): `tpucost.experiments.data.kernel.measure_program` on the first `--programs`
   programs of the corpus under the default configuration: compiling, running under the profiler
   and labelling, i.e. what it costs to get the same numbers from the device.
 Prints kernels/s of each and the ratio predicted / measured: the reason the model exists.
-The process is pinned to one core first (the label mode of `tpucost.device`), so both sides run on
+The process is pinned to one core first (the label mode of `tpucost.method.device`), so both sides run on
 one core.
 """
 
@@ -20,11 +20,11 @@ import time
 
 import jax
 
-from tpucost import costmodel, device
-from tpucost.data import kernel as kernel_data
-from tpucost.data.kernel_collection import measure_program
-from tpucost.programs import generate_programs
-from tpucost.tasks import kernel
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.data.kernel_collection import measure_program
+from tpucost.experiments.programs import generate_programs
+from tpucost.method import costmodel, device
+from tpucost.method.tasks import kernel
 
 
 def predicted_per_second(model: costmodel.CostModel, graphs: list, repeats: int = 3) -> float:

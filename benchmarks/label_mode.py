@@ -1,5 +1,5 @@
 """Why labels are measured one kernel at a time: a program's summed labels against its wall time,
-on all cores and pinned to one core (the label mode of `tpucost.device`).
+on all cores and pinned to one core (the label mode of `tpucost.method.device`).
 
     python benchmarks/label_mode.py [--runs 3] [--mode both|pin|all] [--json]
 
@@ -21,12 +21,12 @@ import sys
 
 PROGRAM = """
 import json, sys
-from tpucost import device
+from tpucost.method import device
 if sys.argv[1] == "pin":
     device.pin_to_one_core()
 import jax, jax.numpy as jnp
 from tpucost import compat
-from tpucost.measure import measure_kernels
+from tpucost.method.measure import measure_kernels
 
 def f(x, w1, w2):  # two independent convolutions: XLA:CPU may run them at the same time
     conv = lambda w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
@@ -61,7 +61,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(runs))
         return 0
-    from tpucost import device
+    from tpucost.method import device
 
     for mode, results in runs.items():
         ratios = ", ".join(f"{r['ratio']:.2f}" for r in results)

@@ -7,7 +7,7 @@ row, one pinned core, for each number of traced repeats.
 Each setting (one per entry of ``--repeats``, repeats allowed) runs in a fresh process (pinned
 before JAX starts) over the same corpus programs
 (``program_ids(programs, seed, [family])``, configuration ``default``), each measured with
-`tpucost.data.kernel_collection.measure_program` (the collection's protocol: labels are minima
+`tpucost.experiments.data.kernel_collection.measure_program` (the collection's protocol: labels are minima
 over the traced runs and over the settling rounds) three times. Prints, per setting, the relative
 difference ``|b - a| / a`` of every kernel between the first and the second measurement (what a
 re-measurement sees of a label taken in one pass, as collection takes it) and between the second
@@ -29,11 +29,11 @@ import numpy as np
 
 PROGRAM = """
 import json, sys, time
-from tpucost import device
+from tpucost.method import device
 device.pin_to_one_core()
 import numpy as np
-from tpucost.data.kernel_collection import measure_program
-from tpucost.programs import program_from_id, program_ids
+from tpucost.experiments.data.kernel_collection import measure_program
+from tpucost.experiments.programs import program_from_id, program_ids
 
 n, seed, family, repeats = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 pairs = {"first_second": [], "second_third": []}

@@ -1,4 +1,4 @@
-"""Parse throughput of tpucost.hlo.parse_module against XLA's own C++ parser, same files, same run.
+"""Parse throughput of tpucost.method.hlo.parse_module against XLA's own C++ parser, same files, same run.
 
     python benchmarks/parse_speed.py [--repeats 3] [FILES...]
 
@@ -14,7 +14,7 @@ import csv
 import time
 from pathlib import Path
 
-from tpucost import hlo
+from tpucost.method import hlo
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "hlo-corpus"
 

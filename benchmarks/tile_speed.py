@@ -3,14 +3,14 @@
     python benchmarks/tile_speed.py [--model DIR] [--shapes 3]
 
 Both sides run in this run on this machine, on the same new matmul problems (not in the data set):
-* scoring: `tpucost.tasks.tile.predict_scores` on every legal configuration of each problem
+* scoring: `tpucost.method.tasks.tile.predict` on every legal configuration of each problem
   (the kernel graph and configuration features built once per problem, as `suggest_tiles` does),
   after one warm-up call, best of 3;
-* measuring (the reference): `tpucost.tiles.measure_configs` on the same configurations
+* measuring (the reference): `tpucost.experiments.tiles.measure_configs` on the same configurations
   (compile, one warm-up run, the minimum of 5 timed runs: what the data set's labels cost), in
-  this backend's tile lowering (`tpucost.tiles.tile_lowering`: the XLA loop on CPU).
+  this backend's tile lowering (`tpucost.experiments.tiles.tile_lowering`: the XLA loop on CPU).
 Prints the device, configurations/s of each and the ratio scored / measured. Pinned to one core first (the
-label mode of `tpucost.device`), so both sides use one core.
+label mode of `tpucost.method.device`), so both sides use one core.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import time
 import jax
 import numpy as np
 
-from tpucost import device, tiles
-from tpucost.tasks import tile as tile_task
+from tpucost.experiments import tiles
+from tpucost.method import device
+from tpucost.method.tasks import tile as tile_task
 
 SHAPES = [(384, 640, 896), (256, 768, 512), (512, 384, 640), (640, 256, 384)]
 
@@ -40,14 +41,14 @@ def main() -> None:
     parser.add_argument("--shapes", type=int, default=3, help=f"how many of {SHAPES} to use")
     args = parser.parse_args()
     device.pin_to_one_core()
-    model, _ = tile_task.load_tile_model(args.model)
+    model, _ = tile_task.load_model(args.model)
     scored_s = measured_s = 0.0
     n_configs = 0
     for shape in SHAPES[: args.shapes]:
         configs = tiles.legal_configs("matmul", shape)
         graph = tiles.kernel_graph("matmul", shape)
         rows = np.stack([tiles.config_features("matmul", shape, "float32", c) for c in configs])
-        score = functools.partial(tile_task.predict_scores, model, [graph], [rows])
+        score = functools.partial(tile_task.predict, model, [graph], [rows])
         score()  # warm-up: compiles the buckets
         scored_s += min(_timed(score) for _ in range(3))
         measured_s += _timed(functools.partial(tiles.measure_configs, "matmul", shape, "float32", configs))

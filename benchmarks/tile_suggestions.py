@@ -3,15 +3,15 @@
     python benchmarks/tile_suggestions.py [--model DIR] [--shapes 6] [--repeats 5]
 
 For each matmul shape (none in the bundled tile data set: checked), every legal configuration is
-measured twice in this run (`tpucost.tiles.measure_configs`, the bundled data's lowering; runtime =
+measured twice in this run (`tpucost.experiments.tiles.measure_configs`, the bundled data's lowering; runtime =
 the faster of the two), then, against the best measured:
-* the best measured of the rank model's top 5 (`tasks.tile.suggest_tiles`, default the bundled
+* the best measured of the rank model's top 5 (`tile_experiments.suggest_tiles`, default the bundled
   random-split hinge model) and its slowdown;
-* the best measured of the heuristic's top 5 (largest block first, `tasks.tile.largest_block_scores`
+* the best measured of the heuristic's top 5 (largest block first, `tile_experiments.largest_block_scores`
   order: ties kept in legal-configuration order) and its slowdown;
 * this run's noise: the top-1 slowdown of picking by one pass and checking with the other.
 Prints a row per shape and how often the model's top 5 is within 5% of the best and strictly
-better than the heuristic's. Pinned to one core first (the label mode of `tpucost.device`).
+better than the heuristic's. Pinned to one core first (the label mode of `tpucost.method.device`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import argparse
 
 import numpy as np
 
-from tpucost import device, evaluate, tiles
-from tpucost.data import tile as tile_data
-from tpucost.tasks import tile as tile_task
+from tpucost.experiments import tile_experiments, tiles
+from tpucost.experiments.data import tile as tile_data
+from tpucost.method import device, metrics
 
 SHAPES = [
     (128, 384, 256),
@@ -65,11 +65,11 @@ def main() -> None:
         runtime = np.minimum(first, second)
         picked = [
             configs.index(s["config"])
-            for s in tile_task.suggest_tiles("matmul", shape, top=TOP, model_dir=args.model)
+            for s in tile_experiments.suggest_tiles("matmul", shape, top=TOP, model_dir=args.model)
         ]
         model = runtime[picked].min() / runtime.min() - 1
-        heuristic = runtime[tile_task.largest_block_order(configs)[:TOP]].min() / runtime.min() - 1
-        noise = evaluate.top_k_slowdown(first, second, 1)
+        heuristic = runtime[tile_experiments.largest_block_order(configs)[:TOP]].min() / runtime.min() - 1
+        noise = metrics.top_k_slowdown(first, second, 1)
         within += model <= 0.05
         better += model < heuristic
         print(

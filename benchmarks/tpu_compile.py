@@ -4,10 +4,10 @@ program, same run.
     python benchmarks/tpu_compile.py [--repeats 3]
 
 For each of the autotuner's example programs (default configuration) and a few corpus programs:
-the best of ``--repeats`` wall times of `tpucost.compiler.compile_for_target` for ``tpu-v5e`` (libtpu,
+the best of ``--repeats`` wall times of `tpucost.experiments.compiler.compile_for_target` for ``tpu-v5e`` (libtpu,
 no TPU) and for ``cpu`` (this machine's XLA:CPU, the compile every other part of tpucost does), each
 compile after `jax.clear_caches()` (no compile cache), and their ratio TPU / CPU. Then the Mosaic verdict
-of a tile configuration (`tpucost.tiles.mosaic.mosaic_verdict`) against the same kernel compiled for
+of a tile configuration (`tpucost.experiments.tiles.mosaic.mosaic_verdict`) against the same kernel compiled for
 XLA:CPU as the labels' XLA loop. Needs the ``tpu`` extra.
 """
 
@@ -19,11 +19,12 @@ import time
 
 import jax
 
-from tpucost import compiler, device, tiles
-from tpucost.autotune.tunable import load_tunable
-from tpucost.programs import corpus
-from tpucost.programs.examples import EXAMPLES
-from tpucost.tiles import mosaic
+from tpucost.experiments import compiler, tiles
+from tpucost.experiments.autotune.tunable import load_tunable
+from tpucost.experiments.programs import corpus
+from tpucost.experiments.programs.examples import EXAMPLES
+from tpucost.experiments.tiles import mosaic
+from tpucost.method import device
 
 CORPUS_PROGRAMS = ("mlp-train_step-0-0", "cnn-grad-0-0", "transformer_encoder-forward-0-0", "lstm-grad-0-0")
 

@@ -1,4 +1,4 @@
-"""Shared fixtures: HLO modules generated from `tpucost.programs`, and the HLO corpus in ../shared.
+"""Shared fixtures: HLO modules generated from `tpucost.experiments.programs`, and the HLO corpus in ../shared.
 
 Tests that need real HLO text get the generated modules (always there: built from the package's
 own program corpus, cached on disk), the GPU and TPU modules of XLA's tests in tests/data/hlo
@@ -24,8 +24,9 @@ import numpy as np
 import program_hlo
 import pytest
 
-from tpucost import features
-from tpucost.hlo import split_modules
+from tpucost.experiments import kernel_experiments
+from tpucost.method import features
+from tpucost.method.hlo import split_modules
 
 CORPUS = Path(
     os.environ.get("TPUCOST_HLO_CORPUS")
@@ -34,7 +35,7 @@ CORPUS = Path(
 
 
 #: A kernel this long or longer is a "large" kernel of the bundled noise file: the threshold of its
-#: ``p90_rel_ge5us`` (`tpucost.data.kernel_collection.measure_noise`).
+#: ``p90_rel_ge5us`` (`tpucost.experiments.data.kernel_collection.measure_noise`).
 LARGE_KERNEL_NS = 5_000.0
 
 
@@ -42,7 +43,7 @@ def _label_noise_p90(min_ns: float = 0.0) -> float:
     """The 90th-percentile relative difference between two measurements of one kernel in the
     bundled data set (its noise.json, written by `python -m tpucost data noise`), over the
     re-measured kernels whose stored label is at least ``min_ns``: computed from the file's rows."""
-    from tpucost.data import kernel as kernel_data
+    from tpucost.experiments.data import kernel as kernel_data
 
     path = kernel_data.default_data_dir() / "noise.json"
     rows = json.loads(path.read_text())["rows"]
@@ -76,10 +77,10 @@ def corpus() -> list[dict[str, str]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# HLO modules generated from tpucost.programs
+# HLO modules generated from tpucost.experiments.programs
 # ---------------------------------------------------------------------------------------------
 
-PROGRAMS = Path(__file__).resolve().parents[1] / "tpucost" / "programs"
+PROGRAMS = Path(__file__).resolve().parents[1] / "tpucost" / "experiments" / "programs"
 #: Filled by the XLA cross-check in test_hlo.py, printed by `pytest_terminal_summary`.
 XLA_CROSS_CHECK: dict[str, int] = {}
 GENERATION: dict[str, float | int | str] = {}
@@ -103,9 +104,9 @@ def _cpu_seconds() -> float:
 
 @pytest.fixture(scope="session")
 def generated_hlo(request: pytest.FixtureRequest) -> list[dict[str, str]]:
-    """HLO modules of `tpucost.programs` (`program_hlo.generate()`: a few hundred records with
+    """HLO modules of `tpucost.experiments.programs` (`program_hlo.generate()`: a few hundred records with
     ``label``, ``program_id``, ``form``, ``config``, ``stage``, ``text``), cached under pytest's
-    cache dir, keyed by the jax version and hashes of tpucost/programs/ and program_hlo.py:
+    cache dir, keyed by the jax version and hashes of tpucost/experiments/programs/ and program_hlo.py:
     only the first run of a checkout pays for the compiles (about a minute)."""
     cache = getattr(request.config, "cache", None)
     path = cache.mkdir("tpucost-generated-hlo") / f"{_cache_key()}.json.gz" if cache is not None else None
@@ -178,7 +179,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
     """Print how many modules were generated and how many the XLA cross-check compared."""
     if "seconds" in GENERATION:
         terminalreporter.write_line(
-            f"Generated HLO modules: {GENERATION['modules']} from tpucost.programs "
+            f"Generated HLO modules: {GENERATION['modules']} from tpucost.experiments.programs "
             f"({GENERATION['source']}, {GENERATION['seconds']:.1f} s, CPU {GENERATION['cpu_seconds']:.1f} s)"
         )
     if XLA_CROSS_CHECK:
@@ -186,7 +187,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
         b = XLA_CROSS_CHECK.get("bundled", 0)
         where = CORPUS if CORPUS.exists() else f"{CORPUS}: not found"
         terminalreporter.write_line(
-            f"XLA parser cross-check: {g + b + c} modules compared ({g} generated from tpucost.programs, "
+            f"XLA parser cross-check: {g + b + c} modules compared ({g} generated from tpucost.experiments.programs, "
             f"{b} GPU and TPU modules of tests/data/hlo, {c} from {where})"
         )
 
@@ -247,8 +248,8 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build) -> Pa
 @pytest.fixture(scope="session")
 def tiny_kernels(tmp_path_factory):
     """Six small programs (mlp, norm_softmax) measured on this CPU, default configuration only."""
-    from tpucost.data import kernel as kernel_data
-    from tpucost.data import kernel_collection
+    from tpucost.experiments.data import kernel as kernel_data
+    from tpucost.experiments.data import kernel_collection
 
     def build(out: Path) -> None:
         kernel_collection.collect(
@@ -267,11 +268,13 @@ def tiny_kernels(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_trained(tiny_kernels, tmp_path_factory):
     """Every method trained on `tiny_kernels` (random split, `TrainConfig.smoke()`): (model dir, report)."""
-    from tpucost import train
-    from tpucost.tasks import kernel as kernel_task
+    from tpucost.method import train
+    from tpucost.method.tasks import kernel as kernel_task
 
     def build(out: Path) -> None:
-        kernel_task.run_experiment(tiny_kernels, "random", out, train.TrainConfig.smoke(), progress=False)
+        kernel_experiments.train_models(
+            tiny_kernels, "random", out, train.TrainConfig.smoke(), progress=False
+        )
 
     out = built_once(tmp_path_factory, "tiny-models", build)
     return out, json.loads((out / kernel_task.EVALUATION_FILE).read_text())
@@ -312,8 +315,8 @@ def pytest_configure(config):
 
 
 def pretend_another_machine(monkeypatch, cpu_model: str = "Some Other CPU") -> dict:
-    """Make `tpucost.device.fingerprint` describe another CPU (AVX2 only, another id); returns it."""
-    from tpucost import device
+    """Make `tpucost.method.device.fingerprint` describe another CPU (AVX2 only, another id); returns it."""
+    from tpucost.method import device
 
     other = dict(device.fingerprint(), cpu_model=cpu_model, cpu_isa=["avx2"])
     other["id"] = device._identity_hash(other)

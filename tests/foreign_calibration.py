@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import json
 
-from tpucost import device
+from tpucost.method import device
 
 device.pin_to_one_core()
 
 import numpy as np  # noqa: E402
 from foreign_programs import foreign_programs  # noqa: E402
 
-from tpucost import calibration, costmodel  # noqa: E402
-from tpucost.measure import measure_kernels  # noqa: E402
+from tpucost.experiments import calibration  # noqa: E402
+from tpucost.method import costmodel  # noqa: E402
+from tpucost.method.measure import measure_kernels  # noqa: E402
 
 
 def measure(programs: list) -> list:
@@ -72,7 +73,7 @@ def main() -> None:
     result = {name: scores(r) for name, r in ratios.items()} | {"kernels": len(ratios["bundled"])}
     cal = calibration.measure_calibration_set(n_programs=13, repeats=5, progress=False)
     for name, model in models.items():
-        report = model.calibrate(calibration_set=cal)
+        report = calibration.calibrate(model, calibration_set=cal)
         result[name + "_calibrated"] = scores(kernel_ratios(model, programs, labels))
         result[name + "_report"] = {
             "median_ape_before": report["median_ape_before"],

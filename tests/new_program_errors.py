@@ -21,15 +21,16 @@ os.environ.setdefault(
     "TPUCOST_CACHE_DIR", tempfile.mkdtemp(prefix="tpucost-new-programs-")
 )  # not the user's cache
 
-from tpucost import device  # noqa: E402
+from tpucost.method import device  # noqa: E402
 
 device.pin_to_one_core()
 
 import numpy as np  # noqa: E402
 from new_programs import NEW_PROGRAMS  # noqa: E402
 
-from tpucost import calibration, costmodel  # noqa: E402
-from tpucost.measure import measure_kernels  # noqa: E402
+from tpucost.experiments import calibration  # noqa: E402
+from tpucost.method import costmodel  # noqa: E402
+from tpucost.method.measure import measure_kernels  # noqa: E402
 
 MIN_NS = 5_000.0
 
@@ -66,7 +67,9 @@ def main() -> None:
     model = costmodel.CostModel.load(args.model, method=args.method, calibrated=False)
     result = {"device": device.fingerprint()["id"], "model_device": (model.trained_on or {}).get("id")}
     result["before"] = summary(errors(model, programs, labels))
-    report = model.calibrate(calibration_set=calibration.measure_calibration_set(26, 5, progress=False))
+    report = calibration.calibrate(
+        model, calibration_set=calibration.measure_calibration_set(26, 5, progress=False)
+    )
     result["after"] = summary(errors(model, programs, labels))
     result["calibration_mode"] = report["mode"]
     print(json.dumps(result))

@@ -1,4 +1,4 @@
-"""HLO text of the programs of `tpucost.programs` under its configurations, for parser tests.
+"""HLO text of the programs of `tpucost.experiments.programs` under its configurations, for parser tests.
 
 `generate(workers)` returns about 160 records (dicts: ``label``, ``index``, ``program_id``,
 ``form``, ``config``, ``stage``, ``text``); tests/conftest.py caches them on disk (fixture
@@ -43,7 +43,7 @@ def generate_part(part: int = 0, parts: int = 1) -> list[dict[str, Any]]:
     """The records of programs ``n`` with ``n % parts == part``, in program order."""
     import jax
 
-    from tpucost import programs as P
+    from tpucost.experiments import programs as P
 
     backend = jax.default_backend()
     families, n_round = P.DEFAULT_FAMILIES, len(P.DEFAULT_FAMILIES) * len(P.FORMS)

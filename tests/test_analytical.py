@@ -10,20 +10,22 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpucost import analytical, compat, device
-from tpucost.analytical import (
+from tpucost import compat
+from tpucost.experiments import kernel_experiments
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.tiles import analytical as tile_analytical
+from tpucost.method import analytical, device
+from tpucost.method.analytical import (
     AnalyticalModel,
     DeviceRoofline,
     KernelCost,
-    calibrate,
     kernel_cost,
+    measure_roofline,
     roofline_ns,
 )
-from tpucost.data import kernel as kernel_data
-from tpucost.features import KernelGraph, featurize
-from tpucost.hlo import parse_module
-from tpucost.kernels import decompose
-from tpucost.tasks import kernel
+from tpucost.method.features import KernelGraph, featurize
+from tpucost.method.hlo import parse_module
+from tpucost.method.kernels import decompose
 
 # keep a dot a lone `dot` kernel on XLA:CPU (no YNNPACK/XNNPACK fusion)
 NO_LIBRARY_FUSION = compat.library_fusions_off()
@@ -134,9 +136,9 @@ def test_roofline_ns_takes_the_binding_limit():
     assert roofline_ns(KernelCost(0, 0, 0, 0), ROOF) == 1000
 
 
-def test_calibrate_measures_then_reads_the_cache(tmp_path, monkeypatch):
+def test_the_roofline_is_measured_then_read_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
-    rl = calibrate(repeats=2, min_time_s=0.002)
+    rl = measure_roofline(repeats=2, min_time_s=0.002)
     values = [rl.peak_flops, rl.peak_transcendentals, rl.bandwidth_bytes_per_s, rl.launch_overhead_ns]
     assert all(math.isfinite(v) and v > 0 for v in values), rl
     assert rl.backend == jax.default_backend()
@@ -148,9 +150,9 @@ def test_calibrate_measures_then_reads_the_cache(tmp_path, monkeypatch):
         raise AssertionError("measured again instead of reading the cache")
 
     monkeypatch.setattr(analytical, "_measure", no_measuring)
-    assert calibrate() == rl
+    assert measure_roofline() == rl
     with pytest.raises(AssertionError, match="measured again"):
-        calibrate(force=True)
+        measure_roofline(force=True)
 
 
 @pytest.fixture(scope="module")
@@ -187,9 +189,9 @@ def test_model_recovers_per_kind_scale(synthetic):
 
 @pytest.mark.measures
 def test_model_uses_only_the_training_data(synthetic, tmp_path, monkeypatch):
-    """Fit through `tpucost.tasks.kernel.run_experiment` on a data set holding the test labels too:
+    """Fit through `tpucost.experiments.kernel_experiments.train_models` on a data set holding the test labels too:
     garbage test labels must not move a coefficient."""
-    monkeypatch.setattr(analytical, "calibrate", lambda *args, **kwargs: ROOF)
+    monkeypatch.setattr(analytical, "measure_roofline", lambda *args, **kwargs: ROOF)
     est = np.array([roofline_ns(kernel_cost(g), ROOF) for g in synthetic])
     kinds = np.array([g.kind for g in synthetic])
     y = est * np.where(kinds == "dot", 2.0, 5.0)
@@ -217,7 +219,7 @@ def test_model_uses_only_the_training_data(synthetic, tmp_path, monkeypatch):
             ]
         )
         assert kernel_data.split(ds, "hard").test.tolist() == test
-        kernel.run_experiment(ds, "hard", tmp_path / name, methods=("analytical",), progress=False)
+        kernel_experiments.train_models(ds, "hard", tmp_path / name, methods=("analytical",), progress=False)
         model = AnalyticalModel.from_json((tmp_path / name / "analytical.json").read_text())
         assert model.coefficients == pytest.approx({"dot": 2.0, "kLoop": 5.0})
         assert model.counts == {"dot": 1, "kLoop": 3}
@@ -234,7 +236,8 @@ def test_model_fit_kinds_and_predict_before_fit(synthetic):
 
 
 def test_tile_roofline_by_hand():
-    from tpucost import analytical, tiles
+    from tpucost.experiments import tiles
+    from tpucost.method import analytical
 
     rl = analytical.DeviceRoofline(
         peak_flops=1e12, peak_transcendentals=1e11, bandwidth_bytes_per_s=1e10, launch_overhead_ns=5_000.0
@@ -245,18 +248,21 @@ def test_tile_roofline_by_hand():
         cost.flops_per_step / 1e12, (cost.bytes_in_per_step + cost.bytes_out_per_step) / 1e10
     )
     big = 10 * cost.working_set_bytes
-    assert analytical.tile_roofline_ns(cost, rl, step_ns, big) == pytest.approx(
+    assert tile_analytical.tile_roofline_ns(cost, rl, step_ns, big) == pytest.approx(
         5_000.0 + cost.steps * per_step
     )
-    spilled = analytical.tile_roofline_ns(cost, rl, step_ns, cost.working_set_bytes // 2)
-    assert spilled > analytical.tile_roofline_ns(cost, rl, step_ns, big)  # the working set spills: slower
+    spilled = tile_analytical.tile_roofline_ns(cost, rl, step_ns, cost.working_set_bytes // 2)
+    assert spilled > tile_analytical.tile_roofline_ns(
+        cost, rl, step_ns, big
+    )  # the working set spills: slower
 
 
 def test_tile_model_prefers_fewer_steps_when_steps_are_expensive():
-    from tpucost import analytical, tiles
+    from tpucost.experiments import tiles
+    from tpucost.method import analytical
 
     rl = analytical.DeviceRoofline(1e12, 1e11, 1e11, 1_000.0)
-    model = analytical.AnalyticalTileModel(rl, step_ns=50_000.0, scratchpad=2**30)
+    model = tile_analytical.AnalyticalTileModel(rl, step_ns=50_000.0, scratchpad=2**30)
     configs = tiles.legal_configs("softmax", (256, 256))
     est = model.predict_ns("softmax", (256, 256), "float32", configs)
     steps = [tiles.tile_cost("softmax", (256, 256), "float32", c).steps for c in configs]
@@ -269,10 +275,10 @@ def test_a_grid_step_of_the_xla_loop_costs_a_fraction_of_an_interpreted_one(tmp_
     step of the micro-benchmark, the XLA loop slices one block (measured: tens of us against about
     one). Each lowering has its own cache file."""
     monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
-    analytical.step_overhead_ns.cache_clear()
-    loop = analytical.step_overhead_ns(repeats=3, lowering="xla_loop")
-    interpreted = analytical.step_overhead_ns(repeats=3, lowering="pallas")
-    analytical.step_overhead_ns.cache_clear()
+    tile_analytical.step_overhead_ns.cache_clear()
+    loop = tile_analytical.step_overhead_ns(repeats=3, lowering="xla_loop")
+    interpreted = tile_analytical.step_overhead_ns(repeats=3, lowering="pallas")
+    tile_analytical.step_overhead_ns.cache_clear()
     assert loop < interpreted / 5, (loop, interpreted)
     assert {p.name.split("-")[2] for p in tmp_path.glob("step-overhead-*.json")} == {"xla_loop", "pallas"}
 
@@ -280,19 +286,19 @@ def test_a_grid_step_of_the_xla_loop_costs_a_fraction_of_an_interpreted_one(tmp_
 @pytest.mark.measures
 def test_step_overhead_is_measured_once_per_device_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("TPUCOST_CACHE_DIR", str(tmp_path))
-    analytical.step_overhead_ns.cache_clear()
-    first = analytical.step_overhead_ns(repeats=2)
+    tile_analytical.step_overhead_ns.cache_clear()
+    first = tile_analytical.step_overhead_ns(repeats=2)
     (path,) = tmp_path.glob("step-overhead-*.json")
     assert device.fingerprint()["id"] in path.name and first >= 0
 
     def no_measuring(*args, **kwargs):
         raise AssertionError("measured again instead of reading the cache")
 
-    monkeypatch.setattr(analytical, "_copy_kernel_s", no_measuring)
-    analytical.step_overhead_ns.cache_clear()  # a new process: only the file remains
-    assert analytical.step_overhead_ns(repeats=2) == first
+    monkeypatch.setattr(tile_analytical, "_copy_kernel_s", no_measuring)
+    tile_analytical.step_overhead_ns.cache_clear()  # a new process: only the file remains
+    assert tile_analytical.step_overhead_ns(repeats=2) == first
     path.write_text("{ not json")
-    analytical.step_overhead_ns.cache_clear()
+    tile_analytical.step_overhead_ns.cache_clear()
     with pytest.raises(AssertionError, match="measured again"):  # an unreadable cache is measured again
-        analytical.step_overhead_ns(repeats=2)
-    analytical.step_overhead_ns.cache_clear()
+        tile_analytical.step_overhead_ns(repeats=2)
+    tile_analytical.step_overhead_ns.cache_clear()

@@ -1,4 +1,4 @@
-"""The autotuner (`tpucost.autotune`): strategies, the device budget, the paper's protocol, the CLI."""
+"""The autotuner (`tpucost.experiments.autotune`): strategies, the device budget, the paper's protocol, the CLI."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ import jax
 import numpy as np
 import pytest
 
-from tpucost import autotune, cli, plots, tiles
-from tpucost.autotune import evaluators, protocol
-from tpucost.programs.examples import EXAMPLES
-from tpucost.tasks import tile as tile_task
+from tpucost import cli
+from tpucost.experiments import autotune, plots, tiles
+from tpucost.experiments.autotune import evaluators, protocol
+from tpucost.experiments.programs.examples import EXAMPLES
+from tpucost.method.tasks import tile as tile_task
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -188,7 +189,7 @@ def test_program_evaluators_on_a_built_in_example():
     measurer = autotune.DeviceEvaluator(t, repeats=2)
     ev = measurer(t.space.default)
     assert ev.cost_ns > 0 and 0 < ev.compile_seconds < ev.seconds
-    from tpucost.costmodel import CostModel
+    from tpucost.method.costmodel import CostModel
 
     predictor = autotune.ProgramPredictor(t, CostModel.load(calibrated=False))
     first = predictor(t.space.default)
@@ -199,9 +200,9 @@ def test_program_evaluators_on_a_built_in_example():
 
 
 def test_tile_predictor_scores_without_compiling():
-    if not tile_task.default_tile_model_dir().is_dir():
+    if not tile_task.default_model_dir().is_dir():
         pytest.fail(
-            f"the bundled tile model is part of the package: {tile_task.default_tile_model_dir()} is missing"
+            f"the bundled tile model is part of the package: {tile_task.default_model_dir()} is missing"
         )
     t = autotune.load_tunable("example:tiled_mlp", "tile")
     predictor = autotune.TilePredictor(t)
@@ -461,7 +462,7 @@ def test_speedup_panels_share_their_y_axis_within_a_space():
 
 def test_the_bundled_experiments_are_the_pages():
     """The autotuning page's results come from the bundled reports: one host, measured noise."""
-    from tpucost.programs.examples import IN_DISTRIBUTION
+    from tpucost.experiments.programs.examples import IN_DISTRIBUTION
 
     reports = autotune.bundled_reports()
     programs = [p for p, r in reports.items() if r["space"] == "program"]
@@ -479,15 +480,16 @@ def test_the_bundled_experiments_are_the_pages():
 def _predicted_ms_by_hand(config: dict) -> float:
     """The bundled GNN's estimate (ms) of TINY at ``config`` (compile option "default": none),
     summed here over the kernels of the compiled program."""
-    from tpucost import costmodel, features, hlo, kernels, programs
-    from tpucost.tasks import kernel as kernel_task
+    from tpucost.experiments import programs
+    from tpucost.method import features, hlo, kernels
+    from tpucost.method.tasks import kernel as kernel_task
 
     assert config["xla"] == "default" and not programs.CONFIGURATIONS["default"].compiler_options
     namespace: dict = {}
     exec(textwrap.dedent(TINY), namespace)
     fn, args = namespace["tiny"](config)
     found = kernels.decompose(hlo.parse_module(jax.jit(fn).lower(*args).compile().as_text()))
-    gnn = kernel_task.load_method(costmodel.default_model_dir(), "gnn")
+    gnn = kernel_task.load_method(kernel_task.default_model_dir(), "gnn")
     predicted_ns = gnn.predict([features.featurize(k) for k in found])
     assert found and (predicted_ns > 0).all()
     calls = np.array([k.calls_per_run for k in found])
@@ -505,7 +507,7 @@ def test_measurement_noise_and_compare_predicted_and_measured(tmp_path, monkeypa
     )
     with pytest.raises(ValueError, match="processes"):
         autotune.measurement_noise(spec, processes=1)
-    from tpucost.costmodel import CostModel
+    from tpucost.method.costmodel import CostModel
 
     t, model = autotune.load_tunable(spec), CostModel.load(calibrated=False)
     configs = [t.space.default, {"act": "relu", "xla": "default"}]

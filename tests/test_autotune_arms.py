@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from test_autotune import _cost, _space  # the synthetic bowl the strategy tests use
 
-from tpucost import autotune
-from tpucost.autotune import evaluators, protocol, wall_time
+from tpucost.experiments import autotune
+from tpucost.experiments.autotune import evaluators, protocol, wall_time
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -209,7 +209,7 @@ def test_a_scoring_worker_scores_beside_the_measurements(tmp_path):
         pytest.skip("its budgets are sized for XLA:CPU's compile times")
     (tmp_path / "tiny.py").write_text(TINY)
     t = autotune.load_tunable(f"{tmp_path}/tiny.py:tiny")
-    from tpucost.costmodel import CostModel
+    from tpucost.method.costmodel import CostModel
 
     model = CostModel.load(calibrated=False)
     measurer = autotune.DeviceEvaluator(t, repeats=2)

@@ -1,4 +1,4 @@
-"""tpucost.calibration and CostModel.calibrate: correcting a model for the device at hand."""
+"""tpucost.experiments.calibration and CostModel.calibrate: correcting a model for the device at hand."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 from conftest import pretend_another_machine
 
-from tpucost import calibration, cli, costmodel, device, features
-from tpucost.data import kernel as kernel_data
+from tpucost import cli
+from tpucost.experiments import calibration
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.method import correction, costmodel, device, features
+from tpucost.method.tasks import kernel as kernel_task
 
 
 def test_fit_correction_recovers_per_kind_scales_and_falls_back_for_rare_kinds():
@@ -28,7 +31,7 @@ def test_fit_correction_recovers_per_kind_scales_and_falls_back_for_rare_kinds()
     assert "copy" not in corr.offsets and corr.counts["copy"] == 3  # too few for an offset of its own
     assert corr.global_offset == pytest.approx(np.log(2.0))  # the median over all kernels
     np.testing.assert_allclose(corr.apply(predicted[:50], kinds[:50]), measured[:50])
-    assert calibration.Correction.from_dict(json.loads(json.dumps(corr.to_dict()))) == corr
+    assert correction.Correction.from_dict(json.loads(json.dumps(corr.to_dict()))) == corr
 
 
 def test_cross_fitted_errors_never_score_a_half_with_its_own_offsets():
@@ -68,20 +71,18 @@ def test_checkpoints_carry_their_device_and_another_device_warns_until_calibrate
         len(caught) == 1 and "\n" not in str(caught[0].message) and "A Slower CPU" in str(caught[0].message)
     )
 
-    report = raw.calibrate(n_programs=3, repeats=2, progress=False)
+    report = calibration.calibrate(raw, n_programs=3, repeats=2, progress=False)
     assert report["device"]["id"] == other["id"] and report["kernels"] > 0
-    assert calibration.correction_path(raw.key, other["id"], other["jaxlib"]).exists()
+    assert correction.correction_path(raw.key, other["id"], other["jaxlib"]).exists()
     graphs = [ds.graph(i) for i in range(len(ds))]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # calibrated: no warning any more
         corrected = costmodel.CostModel.load(model_dir, "gnn")
-    assert corrected.correction == calibration.Correction.from_dict(report["correction"])
+    assert corrected.correction == correction.Correction.from_dict(report["correction"])
     uncorrected = costmodel.CostModel.load(model_dir, "gnn", calibrated=False)
     np.testing.assert_allclose(
         corrected.predict(graphs),
-        corrected.correction.apply(
-            uncorrected.predict(graphs), [calibration.kernel_class(g) for g in graphs]
-        ),
+        corrected.correction.apply(uncorrected.predict(graphs), [correction.kernel_class(g) for g in graphs]),
     )
 
 
@@ -97,14 +98,14 @@ def test_a_correction_fitted_on_one_model_is_not_applied_to_another(tmp_path, mo
     a, b = tmp_path / "a.bin", tmp_path / "b.bin"
     a.write_bytes(b"model a")
     b.write_bytes(b"model b")
-    key_a, key_b = calibration.model_key([a]), calibration.model_key([b])
+    key_a, key_b = correction.model_key([a]), correction.model_key([b])
     assert key_a != key_b
-    corr = calibration.Correction({"kLoop": 1.0}, 0.5)
-    calibration.save_correction(key_a, corr, {"device": {"id": "dev1", "jaxlib": "0.10.2"}})
-    assert calibration.load_correction(key_a, "dev1", "0.10.2") == corr
-    assert calibration.load_correction(key_b, "dev1", "0.10.2") is None
-    assert calibration.load_correction(key_a, "dev2", "0.10.2") is None
-    assert calibration.load_correction(key_a, "dev1", "0.7.2") is None  # another compiler, other kernels
+    corr = correction.Correction({"kLoop": 1.0}, 0.5)
+    correction.save_correction(key_a, corr, {"device": {"id": "dev1", "jaxlib": "0.10.2"}})
+    assert correction.load_correction(key_a, "dev1", "0.10.2") == corr
+    assert correction.load_correction(key_b, "dev1", "0.10.2") is None
+    assert correction.load_correction(key_a, "dev2", "0.10.2") is None
+    assert correction.load_correction(key_a, "dev1", "0.7.2") is None  # another compiler, other kernels
 
 
 def test_another_compiler_warns_until_calibrated_under_it(tiny_model, monkeypatch, tmp_path):
@@ -136,7 +137,7 @@ def test_fit_correction_measures_the_dispatch_overhead_of_the_calibration_runs()
     ]
     corr = calibration.fit_correction(np.full(10, 100.0), np.full(10, 200.0), kinds, pairs=pairs)
     assert corr.dispatch_ns_per_kernel == pytest.approx(np.median([50.0, 30.0]))
-    assert calibration.Correction.from_dict(json.loads(json.dumps(corr.to_dict()))) == corr
+    assert correction.Correction.from_dict(json.loads(json.dumps(corr.to_dict()))) == corr
     assert (
         calibration.fit_correction(np.full(10, 100.0), np.full(10, 200.0), kinds).dispatch_ns_per_kernel
         is None
@@ -230,11 +231,9 @@ def test_cross_fitting_is_by_family():
 
 
 def test_the_bundled_models_training_kernels_are_known():
-    from tpucost import costmodel as cm
-
     ds = kernel_data.load_kernel_dataset()
     for split in kernel_data.SPLITS:
-        hashes = calibration.training_kernel_hashes(cm.default_model_dir(split))
+        hashes = calibration.training_kernel_hashes(kernel_task.default_model_dir(split))
         assert hashes == set(ds.kernel_hash[kernel_data.split(ds, split).train].tolist())
     assert calibration.training_kernel_hashes("/nonexistent") is None
 
@@ -295,21 +294,21 @@ def test_a_calibration_set_from_another_device_is_refused(tiny_model, monkeypatc
     model = costmodel.CostModel.load(model_dir, "gnn", calibrated=False)
     elsewhere = calibration.CalibrationSet([], [], np.zeros(0), [], {"id": "another-host"}, 0.0)
     with pytest.raises(ValueError, match="not on this device"):
-        model.calibrate(calibration_set=elsewhere)
+        calibration.calibrate(model, calibration_set=elsewhere)
     assert model.correction is None and not list(tmp_path.rglob("*.json"))
 
 
 #: The simulated device of `test_calibration_undoes_a_per_kind_device_shift`: kernels with a dot or
 #: a convolution inside run this much slower than the model predicts, the others (memory-bound)
 #: this much (3.3x and 1.5x: measured between two 2-core hosts of this project), and one kernel
-#: class (`calibration.kernel_class`) the calibration set lacks by a third factor.
+#: class (`correction.kernel_class`) the calibration set lacks by a third factor.
 COMPUTE_FACTOR, MEMORY_FACTOR, ABSENT_KIND_FACTOR = 3.3, 1.5, 2.2
 
 
 def _compiled_kernels(programs) -> list[tuple[str, object]]:
     """(program label, kernel) of every kernel of ``programs`` ((label, fn, args)), compiled only."""
-    from tpucost import hlo, kernels
-    from tpucost.measure import compile_fn
+    from tpucost.method import hlo, kernels
+    from tpucost.method.measure import compile_fn
 
     return [
         (label, k)
@@ -351,8 +350,8 @@ def test_calibration_undoes_a_per_kind_device_shift():
         k
         for _, k in _compiled_kernels([(f"foreign-{i}", f, a) for i, (f, a) in enumerate(foreign_programs())])
     ]
-    classes = {id(k): calibration.kernel_class(features.featurize(k)) for _, k in cal}
-    classes |= {id(k): calibration.kernel_class(features.featurize(k)) for k in foreign}
+    classes = {id(k): correction.kernel_class(features.featurize(k)) for _, k in cal}
+    classes |= {id(k): correction.kernel_class(features.featurize(k)) for k in foreign}
     foreign_classes = [classes[id(k)] for k in foreign]
     # The absent class: the foreign programs' rarest class that the calibration programs have too.
     cal_classes = {classes[id(k)] for _, k in cal}
@@ -379,7 +378,7 @@ def test_calibration_undoes_a_per_kind_device_shift():
     assert after <= 25.0, (after, absent, correction.offsets)
 
     # One offset leaves the compute-bound kernels 2.2x off: the median does not see it, a mean does.
-    def log_error(c: calibration.Correction) -> float:
+    def log_error(c: correction.Correction) -> float:
         return float(np.mean(np.abs(np.log(c.apply(predicted, foreign_classes) / truth))))
 
     assert log_error(correction) < 0.5 * log_error(one_offset), (log_error(correction), log_error(one_offset))

@@ -1,4 +1,4 @@
-"""Tests of tpucost.checkpoint: the best-model folder, the training state, corrupt files, feature specs."""
+"""Tests of tpucost.method.checkpoint: the best-model folder, the training state, corrupt files, feature specs."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from test_train import SMOKE, ToyDataset, fit
 
-from tpucost import checkpoint, cli, costmodel, features, train
-from tpucost.models import ModelConfig, make_model
-from tpucost.tasks import kernel
-from tpucost.tpugraphs import TILE_FEATURES
-from tpucost.train import TrainConfig
+from tpucost import cli
+from tpucost.experiments.tpugraphs import TILE_FEATURES
+from tpucost.method import checkpoint, features, train
+from tpucost.method.models import ModelConfig, make_model
+from tpucost.method.tasks import kernel
+from tpucost.method.train import TrainConfig
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -54,7 +55,7 @@ def test_checkpoint_round_trip(tmp_path, toy, kind):
     assert meta["format_version"] == checkpoint.FORMAT_VERSION
     graphs = [toy.graph(i) for i in range(48)]
     np.testing.assert_array_equal(
-        kernel.predict_log_ns(model, norm2, graphs), kernel.predict_log_ns(model_before, task.norm, graphs)
+        kernel.predict(model, norm2, graphs), kernel.predict(model_before, task.norm, graphs)
     )
     # Overwriting an existing checkpoint works (atomic swap) and leaves no temporary dirs.
     checkpoint.save(ckpt, model_before, cfg.model, task.metadata())
@@ -140,7 +141,7 @@ def test_cli_prints_one_line_for_a_corrupt_checkpoint(tmp_path, capsys):
 
 def test_bundled_checkpoints_carry_their_feature_spec():
     for method in ("gnn", "lstm"):
-        path = costmodel.default_model_dir("random") / method
+        path = kernel.default_model_dir("random") / method
         meta = json.loads((path / "config.json").read_text())
         assert meta["format_version"] == checkpoint.FORMAT_VERSION and "features" in meta["model"]
         loaded = kernel.load_model(path)

@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 from conftest import pretend_another_machine
 
-from tpucost import cli, device, hlo, kernels, verdicts
-from tpucost.data import additivity, collection, kernel_collection
-from tpucost.data import kernel as kernel_data
-from tpucost.programs import compile_program, generate_programs
+from tpucost import cli
+from tpucost.experiments import verdicts
+from tpucost.experiments.data import additivity, collection, kernel_collection
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.programs import compile_program, generate_programs
+from tpucost.method import device, hlo, kernels
 
 pytestmark = [
     pytest.mark.skipif(jax.default_backend() != "cpu", reason="collected on XLA:CPU"),

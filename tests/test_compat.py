@@ -18,12 +18,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from tpucost import backends, checkpoint, compat, device, features, programs
-from tpucost.hlo import parse_module
-from tpucost.kernels import decompose
-from tpucost.models import ModelConfig, make_model
-from tpucost.programs import CompileConfig
-from tpucost.tasks import kernel
+from tpucost import compat
+from tpucost.experiments import programs
+from tpucost.experiments.programs import CompileConfig
+from tpucost.method import backends, checkpoint, device, features
+from tpucost.method.hlo import parse_module
+from tpucost.method.kernels import decompose
+from tpucost.method.models import ModelConfig, make_model
+from tpucost.method.tasks import kernel
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -51,7 +53,7 @@ def _graphs() -> list[features.KernelGraph]:
 
 def _predict(model: nnx.Module) -> np.ndarray:
     """The model's standardised outputs for the kernels of HLO (the identity norm)."""
-    return kernel.predict_log_ns(model, kernel.TargetNorm(0.0, 1.0), _graphs())
+    return kernel.predict(model, kernel.TargetNorm(0.0, 1.0), _graphs())
 
 
 def _write_fixture() -> Path:

@@ -1,4 +1,4 @@
-"""Tests of compiling for a TPU without one: tpucost.compiler, tpucost.xla_estimates, the `compile`
+"""Tests of compiling for a TPU without one: tpucost.experiments.compiler, tpucost.experiments.xla_estimates, the `compile`
 command, and TPU modules cut into kernels (every corpus family and every example program, v5e).
 
 libtpu (the `tpu` extra) is installed by `make test` in both environments; without it the tests
@@ -21,11 +21,13 @@ import numpy as np
 import pytest
 import xla_reference
 
-from tpucost import backends, compiler, features, hlo, kernels, tpu_host, xla_estimates
+from tpucost import tpu_host
 from tpucost.cli import compile_commands
-from tpucost.programs import corpus, diffrax_models, keras_apps
-from tpucost.programs.examples import EXAMPLES
-from tpucost.programs.families import FAMILIES, WRITTEN_BY_OTHERS
+from tpucost.experiments import compiler, xla_estimates
+from tpucost.experiments.programs import corpus, diffrax_models, keras_apps
+from tpucost.experiments.programs.examples import EXAMPLES
+from tpucost.experiments.programs.families import FAMILIES, WRITTEN_BY_OTHERS
+from tpucost.method import backends, features, hlo, kernels
 
 #: Every test here compiles for a TPU (or checks what does): make test-colab runs them on Colab's libtpu too.
 pytestmark = pytest.mark.tpu
@@ -409,7 +411,7 @@ def test_tpu_configurations_are_checked_against_libtpu_and_change_the_kernels(mo
 
 
 def test_the_estimates_row_needs_labels_from_a_tpu():
-    from tpucost.data import kernel as kernel_data
+    from tpucost.experiments.data import kernel as kernel_data
 
     ds = kernel_data.load_kernel_dataset()
     with pytest.raises(ValueError, match="measured on cpu.*needs labels measured on a TPU"):
@@ -422,8 +424,8 @@ def test_the_estimates_row_needs_labels_from_a_tpu():
 def test_the_estimates_row_scores_a_tpu_data_set():
     """A data set as a v5e would measure it (labels: the estimates x 1.5, so the row's error is
     known): the row matches every kernel the compiler estimated and scores them."""
-    from tpucost.data import kernel as kernel_data
-    from tpucost.data.splits import Split
+    from tpucost.experiments.data import kernel as kernel_data
+    from tpucost.method.splits import Split
 
     parts, names = [], ["mlp-forward-0-0", "cnn-grad-0-0", "norm_softmax-forward-0-1"]
     for program_id in names:

@@ -1,10 +1,9 @@
-"""Tests of tpucost.costmodel, the kernel task's experiments and the train / evaluate / predict commands,
+"""Tests of tpucost.method.costmodel, the kernel task's experiments and the train / evaluate / predict commands,
 on a tiny collected data set."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -12,12 +11,13 @@ import numpy as np
 import pytest
 from conftest import rand_graph
 
-from tpucost import checkpoint, cli, costmodel, features, hlo, kernels, models, programs, results, train
-from tpucost.data import collection, kernel_collection
-from tpucost.data import kernel as kernel_data
-from tpucost.data.splits import Split
-from tpucost.tasks import kernel as kernel_task
-from tpucost.tasks import kernel_experiments
+from tpucost import cli, files
+from tpucost.experiments import kernel_experiments, programs, results
+from tpucost.experiments.data import collection, kernel_collection
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.method import checkpoint, costmodel, features, hlo, kernels, models, train
+from tpucost.method.splits import Split
+from tpucost.method.tasks import kernel as kernel_task
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -91,7 +91,7 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
     def predict(graphs):
         return np.array([1000.0 * (1 + ape[g.name] / 100) for g in graphs])
 
-    r = kernel_task.evaluate_split(ds, split, predict)
+    r = kernel_experiments.evaluate_split(ds, split, predict)
     assert (r["n_kernels"], r["n_programs"]) == (5, 2)  # s counts under p1 and p2, a not at all
     assert r["mape_lt5us"] == pytest.approx((55.0 + 50.0) / 2)  # p1: (100 + 10) / 2; p2: (100 + 10 + 40) / 3
     assert r["per_family"]["unet"]["mape_lt5us"] == pytest.approx(55.0)
@@ -104,7 +104,9 @@ def test_opcode_errors_average_the_kernels_holding_each_opcode(tiny):
     split = kernel_data.split(tiny, "random")
     kernels = split.test  # min_ns=0: every unseen test kernel, in the order opcode_errors predicts them
     factor = 1 + np.arange(len(kernels)) / 10  # a fake model: the k-th is predicted (1 + k/10) x its label
-    rows = kernel_task.opcode_errors(tiny, split, lambda graphs: tiny.runtime_ns[kernels] * factor, min_ns=0)
+    rows = kernel_experiments.opcode_errors(
+        tiny, split, lambda graphs: tiny.runtime_ns[kernels] * factor, min_ns=0
+    )
     assert rows and [r["mape"] for r in rows] == sorted((r["mape"] for r in rows), reverse=True)
     for row in rows:
         op = features.OPCODE_VOCAB.index(row["opcode"])
@@ -136,7 +138,7 @@ def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path)
     graphs = [tiny.graph(i) for i in range(len(tiny))]
     runs = []
     for ds, name in ((tiny, "a"), (changed, "b")):
-        report = kernel_task.run_experiment(ds, "random", tmp_path / name, config, progress=False)
+        report = kernel_experiments.train_models(ds, "random", tmp_path / name, config, progress=False)
         preds = {m: costmodel.CostModel.load(tmp_path / name, m).predict(graphs) for m in METHODS}
         runs.append((report["histories"], preds))
     for method in ("gnn", "lstm"):
@@ -153,7 +155,7 @@ def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch,
     tiny_model = models.ModelConfig(opcode_embed=4, hidden=8, num_layers=1)
     config = train.TrainConfig.smoke(epochs=4, patience=4, batch_size=128, model=tiny_model)
     graphs = [tiny.graph(i) for i in range(len(tiny))]
-    whole = kernel_task.run_experiment(
+    whole = kernel_experiments.train_models(
         tiny, "random", tmp_path / "whole", config, methods=("gnn",), progress=False
     )
     assert not (tmp_path / "whole" / f"gnn{kernel_task.TRAINING_SUFFIX}").exists()
@@ -166,7 +168,7 @@ def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch,
 
     monkeypatch.setattr(checkpoint, "save_train_state", killed_after_two)
     with pytest.raises(KeyboardInterrupt):
-        kernel_task.run_experiment(
+        kernel_experiments.train_models(
             tiny, "random", tmp_path / "killed", config, methods=("gnn",), progress=False
         )
     assert (tmp_path / "killed" / f"gnn{kernel_task.TRAINING_SUFFIX}" / train.TRAIN_STATE_FILE).is_file()
@@ -187,7 +189,7 @@ def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch,
     epochs = []
     running = train._train_epoch
     monkeypatch.setattr(train, "_train_epoch", lambda *a, **k: epochs.append(1) or running(*a, **k))
-    resumed = kernel_task.run_experiment(
+    resumed = kernel_experiments.train_models(
         tiny, "random", tmp_path / "killed", config, methods=("gnn",), progress=False
     )
     assert len(epochs) == 2 and resumed["histories"]["gnn"] == whole["histories"]["gnn"]
@@ -232,7 +234,9 @@ def test_program_totals_add_the_training_programs_dispatch_overhead(tiny, traine
     )
     assert estimate.dispatch_ns == pytest.approx(expected * len(estimate.kernels))
 
-    totals = kernel_task.program_totals(model, tiny.root, split.test_ids, min_wall_ns=0, progress=False)
+    totals = kernel_experiments.program_totals(
+        model, tiny.root, split.test_ids, min_wall_ns=0, progress=False
+    )
     runs = [
         e
         for e in collection.read_log(tiny.root)
@@ -353,7 +357,7 @@ def test_hparam_search_scores_validation_programs_and_resumes(tiny, tmp_path, mo
 
 
 def test_the_checkpoints_readme_tables_are_what_experiment_tables_prints():
-    readme = (Path(kernel_task.__file__).parents[1] / "bundled" / "checkpoints" / "README.md").read_text()
+    readme = (files.bundled_dir() / "checkpoints" / "README.md").read_text()
     tables = results.checkpoint_tables()
     for section in ("## random split", "## hard split", "## Hyperparameter search", "## Whole programs"):
         assert section in tables, section
@@ -374,7 +378,7 @@ def test_structure_hash_ignores_shapes_and_structure_novel_needs_a_new_graph():
 
 
 def test_constant_baseline_is_the_median_of_each_kind_in_log_space():
-    from tpucost.baselines import KindMedianModel
+    from tpucost.method.baselines import KindMedianModel
 
     model = KindMedianModel().fit([100.0, 400.0, 10.0, 1000.0, 10_000.0], ["a", "a", "b", "b", "b"])
     rng = np.random.default_rng(0)

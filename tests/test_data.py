@@ -1,4 +1,4 @@
-"""Tests of tpucost.data.kernel: records, dedup, npz storage and its validation, splits, stats."""
+"""Tests of tpucost.experiments.data.kernel: records, dedup, npz storage and its validation, splits, stats."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpucost import cli, features, files
-from tpucost.data import kernel as kernel_data
-from tpucost.data import kernel_collection
-from tpucost.data.splits import Split
-from tpucost.features import KernelGraph
+from tpucost import cli, files
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.data import kernel_collection
+from tpucost.method import features
+from tpucost.method.features import KernelGraph
+from tpucost.method.splits import Split
+from tpucost.method.tasks import kernel as kernel_task
 
 F = features.NUM_NODE_FEATURES
 FAMILIES = ("mlp", "unet", "gru", "nerf_mlp", "mobilenet_block", "cnn")
@@ -279,12 +281,12 @@ def test_stats(dataset, tmp_path):
 
 def test_bundled_data_is_package_data_and_tpucost_data_dir_overrides(monkeypatch, tmp_path):
     import tpucost
-    from tpucost import costmodel
+    from tpucost.method import costmodel
 
     monkeypatch.delenv(files.DATA_DIR_ENV, raising=False)
     assert files.bundled_dir() == Path(tpucost.__file__).parent / "bundled"
     assert (kernel_data.default_data_dir() / "schema.json").is_file()
-    assert (costmodel.default_model_dir("random") / "gnn" / "config.json").is_file()
+    assert (kernel_task.default_model_dir("random") / "gnn" / "config.json").is_file()
 
     monkeypatch.setenv(files.DATA_DIR_ENV, str(tmp_path))
     with pytest.raises(FileNotFoundError, match="TPUCOST_DATA_DIR"):

@@ -1,4 +1,4 @@
-"""tpucost.device: the one-core label mode and the device fingerprint."""
+"""tpucost.method.device: the one-core label mode and the device fingerprint."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import LABEL_NOISE_P90_LARGE, LARGE_KERNEL_NS
 
-from tpucost import device
+from tpucost.method import device
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -70,7 +70,7 @@ def test_label_core_comes_from_the_environment_and_a_bad_one_is_named(monkeypatc
     allowed = sorted(os.sched_getaffinity(0))
     env = {**os.environ, "TPUCOST_LABEL_CORE": str(allowed[-1])}
     out = subprocess.run(
-        [sys.executable, "-c", "from tpucost import device; print(int(device.pin_to_one_core()))"],
+        [sys.executable, "-c", "from tpucost.method import device; print(int(device.pin_to_one_core()))"],
         capture_output=True,
         text=True,
         env=env,

@@ -1,4 +1,4 @@
-"""tpucost.programs.diffrax_models: diffrax ODE solves over Equinox MLPs become corpus programs."""
+"""tpucost.experiments.programs.diffrax_models: diffrax ODE solves over Equinox MLPs become corpus programs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import jax
 import numpy as np
 import pytest
 
-from tpucost.programs import WRITTEN_BY_OTHERS, compile_program, count_kernels, diffrax_models, make_program
+from tpucost.experiments.programs import (
+    WRITTEN_BY_OTHERS,
+    compile_program,
+    count_kernels,
+    diffrax_models,
+    make_program,
+)
 
 
 def test_without_diffrax_the_error_names_the_extra(monkeypatch):

@@ -139,7 +139,9 @@ def test_missing_unrecorded_or_stale_executed_notebooks_are_refused(tmp_path, pr
 def test_the_api_reference_has_a_page_per_module(tmp_path):
     build_docs.api_pages(tmp_path)
     names = build_docs.module_names()
-    assert {"tpucost.hlo", "tpucost.autotune.search", "tpucost.data.kernel"} <= set(names)
+    assert {"tpucost.method.hlo", "tpucost.method.autotune.search", "tpucost.experiments.data.kernel"} <= set(
+        names
+    )
     assert sorted(p.stem for p in tmp_path.glob("tpucost*.md")) == names
     index = (tmp_path / "index.md").read_text()
     assert all(f"\n{name}\n" in index for name in names)

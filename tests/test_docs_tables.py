@@ -1,4 +1,4 @@
-"""The book's result tables are the bundled JSON, cell by cell (`tpucost.results`).
+"""The book's result tables are the bundled JSON, cell by cell (`tpucost.experiments.results`).
 
 Each table the pages of docs/ show (the data set's numbers, Table 2, the whole programs, Table 3,
 the autotuning experiments) is found by its header row and compared cell by cell with the same
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tpucost import results
-from tpucost.data import additivity
+from tpucost.experiments import results
+from tpucost.experiments.data import additivity
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 ADDITIVITY = DOCS / "results" / "additivity.json"

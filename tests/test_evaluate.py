@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tpucost.evaluate import (
+from tpucost.method.metrics import (
     TABLE_COLUMNS,
     comparison_table,
     error_by_kind,

@@ -28,14 +28,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tpucost import autotune, checkpoint, costmodel, features, hlo, kernels, programs, train, verdicts
-from tpucost.data import additivity
-from tpucost.data import kernel as kernel_data
-from tpucost.data import tile as tile_data
-from tpucost.models import ModelConfig
+from tpucost.experiments import autotune, programs, verdicts
+from tpucost.experiments.data import additivity
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.data import tile as tile_data
+from tpucost.method import checkpoint, costmodel, features, hlo, kernels, train
+from tpucost.method.models import ModelConfig
+from tpucost.method.tasks import kernel as kernel_task
+from tpucost.method.tasks import tile as tile_task
 from tpucost.solutions import nb01, nb02, nb03, nb04, nb05
 from tpucost.solutions.grading import WrongAnswer
-from tpucost.tasks import tile as tile_task
 
 
 def assert_grades(
@@ -64,7 +66,7 @@ def assert_grades(
 
 
 def kendall_tau_b(x: Any, y: Any) -> float:
-    """Kendall's tau-b by counting pairs (a second implementation, to check `evaluate.kendall_tau`)."""
+    """Kendall's tau-b by counting pairs (a second implementation, to check `metrics.kendall_tau`)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     concordant = discordant = ties_x = ties_y = 0
     for i, j in itertools.combinations(range(len(x)), 2):
@@ -403,7 +405,7 @@ def test_nb03_exercise_1(capsys, bundled_kernels, random_split):
 def test_nb03_exercise_2(capsys, bundled_kernels):
     table = nb03.exercise_2(bundled_kernels, methods=("gnn",))
     stored = {
-        split: json.loads((costmodel.default_model_dir(split) / "evaluation.json").read_text())["results"][
+        split: json.loads((kernel_task.default_model_dir(split) / "evaluation.json").read_text())["results"][
             "gnn"
         ]
         for split in ("random", "hard")
@@ -516,7 +518,7 @@ def small_tiles(bundled_tiles):
     small_split = dataclasses.replace(split, train=idx[:12], val=idx[12:16], test=idx[16:])
     small = bundled_tiles.subset(keep)
     config = train.TrainConfig(
-        model=tile_task.tile_model_config(small, ModelConfig(hidden=16, num_layers=1)),
+        model=tile_task.model_config(small, ModelConfig(hidden=16, num_layers=1)),
         batch_size=4,
         epochs=1,
         patience=1,

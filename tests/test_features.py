@@ -1,4 +1,4 @@
-"""Tests of tpucost.features: the opcode vocabulary, the node feature layout, kernel graphs and
+"""Tests of tpucost.method.features: the opcode vocabulary, the node feature layout, kernel graphs and
 padded batches."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from conftest import CORPUS, corpus_rows
 
-import tpucost.features as features
-from tpucost.features import (
+import tpucost.method.features as features
+from tpucost.method.features import (
     FEATURE_BLOCKS,
     FEATURE_LAYOUT_VERSION,
     MAX_RANK,
@@ -31,8 +31,8 @@ from tpucost.features import (
     pad_to_bucket,
     to_graphs_tuple,
 )
-from tpucost.hlo import OPCODES, parse_module, split_modules
-from tpucost.kernels import Kernel, decompose
+from tpucost.method.hlo import OPCODES, parse_module, split_modules
+from tpucost.method.kernels import Kernel, decompose
 
 F = NUM_NODE_FEATURES
 

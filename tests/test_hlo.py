@@ -1,4 +1,4 @@
-"""Tests of tpucost.hlo: unit cases, XLA's own parser as the reference, and fuzzing."""
+"""Tests of tpucost.method.hlo: unit cases, XLA's own parser as the reference, and fuzzing."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from conftest import CORPUS, XLA_CROSS_CHECK, corpus_modules
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpucost import hlo, kernels
+from tpucost import files
+from tpucost.method import hlo, kernels
 
 SMALL = """HloModule m, entry_computation_layout={(f32[2,3]{1,0})->f32[3]{0}}
 
@@ -130,7 +131,7 @@ def test_errors_name_line_and_column(text, line, col, words):
 def test_cli_on_an_empty_hlo_file_prints_one_line_per_message(tmp_path):
     """`python -m tpucost predict` on an empty file, with a model trained on another device: the
     warning about the device and the parse error are one line each, and no line is source code."""
-    bundled = Path(hlo.__file__).parent / "bundled" / "checkpoints" / "kernel-random" / "gnn"
+    bundled = files.bundled_dir() / "checkpoints" / "kernel-random" / "gnn"
     shutil.copytree(bundled, tmp_path / "model" / "gnn")
     config = tmp_path / "model" / "gnn" / "config.json"
     saved = json.loads(config.read_text())

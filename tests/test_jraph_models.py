@@ -1,4 +1,4 @@
-"""tpucost.programs.jraph_models: jraph's model zoo on random graphs becomes corpus programs."""
+"""tpucost.experiments.programs.jraph_models: jraph's model zoo on random graphs becomes corpus programs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from tpucost.programs import WRITTEN_BY_OTHERS, compile_program, jraph_models, make_program
+from tpucost.experiments.programs import WRITTEN_BY_OTHERS, compile_program, jraph_models, make_program
 
 
 def _first_program(model: str, form: str):

@@ -1,4 +1,4 @@
-"""tpucost.programs.keras_apps: keras.applications models become corpus programs (the corpus extra)."""
+"""tpucost.experiments.programs.keras_apps: keras.applications models become corpus programs (the corpus extra)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ import jax
 import numpy as np
 import pytest
 
-from tpucost.programs import WRITTEN_BY_OTHERS, compile_program, count_kernels, keras_apps, make_program
-from tpucost.programs.blocks import Variant
+from tpucost.experiments.programs import (
+    WRITTEN_BY_OTHERS,
+    compile_program,
+    count_kernels,
+    keras_apps,
+    make_program,
+)
+from tpucost.experiments.programs.blocks import Variant
 
 pytestmark = pytest.mark.core  # also on Colab's Keras and jax (the corpus extra's lower bound)
 

@@ -1,4 +1,4 @@
-"""tpucost.tasks.kernel_experiments: leave-one-group-out and the learning curve, on the tiny data set."""
+"""tpucost.experiments.kernel_experiments: leave-one-group-out and the learning curve, on the tiny data set."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from tpucost import cli, results, train
-from tpucost.tasks import kernel_experiments
+from tpucost import cli
+from tpucost.experiments import kernel_experiments, results
+from tpucost.method import train
 
 pytestmark = pytest.mark.slow  # trains models
 

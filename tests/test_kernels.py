@@ -1,4 +1,4 @@
-"""Tests of tpucost.kernels.decompose and the `python -m tpucost hlo` command."""
+"""Tests of tpucost.method.kernels.decompose and the `python -m tpucost hlo` command."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import pytest
 from conftest import CORPUS
 
-from tpucost import hlo, kernels
 from tpucost.cli import main
+from tpucost.method import hlo, kernels
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -100,7 +100,7 @@ def test_compiled_program_kernels_match_entry_instructions():
 
 @pytest.mark.slow
 def test_generated_and_corpus_modules_decompose(generated_hlo, corpus):
-    """Optimized modules generated from tpucost.programs (up to 3 per form and configuration), and
+    """Optimized modules generated from tpucost.experiments.programs (up to 3 per form and configuration), and
     the first 80 corpus files when the corpus is there, decompose into kernels."""
     picked: dict[tuple[str, str], list[dict[str, str]]] = {}
     for record in generated_hlo:

@@ -1,4 +1,4 @@
-"""Tests for tpucost.losses: one signature, masks respected, the right direction of preference."""
+"""Tests for tpucost.method.losses: one signature, masks respected, the right direction of preference."""
 
 import doctest
 
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpucost import losses
+from tpucost.method import losses
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 

@@ -1,4 +1,4 @@
-"""Tests of tpucost.measure: per-kernel labels from the profiler (CPU)."""
+"""Tests of tpucost.method.measure: per-kernel labels from the profiler (CPU)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import pytest
 from conftest import LABEL_NOISE_P90_LARGE, LARGE_KERNEL_NS
 from jax import lax
 
-from tpucost import backends, measure, trace_events
-from tpucost.hlo import parse_module
-from tpucost.kernels import NOT_KERNELS
-from tpucost.measure import Measurement, measure_kernels, wall_time_ns
+from tpucost.method import backends, measure, trace_events
+from tpucost.method.hlo import parse_module
+from tpucost.method.kernels import NOT_KERNELS
+from tpucost.method.measure import Measurement, measure_kernels, wall_time_ns
 
 pytestmark = [
     pytest.mark.skipif(jax.default_backend() != "cpu", reason="labels are checked on XLA:CPU"),
@@ -334,7 +334,7 @@ def test_timeline_of_the_shortest_run():
 
 _CACHED_MEASUREMENT = """
 import json, jax, jax.numpy as jnp
-from tpucost.measure import measure_kernels
+from tpucost.method.measure import measure_kernels
 x = jnp.ones((64, 256))
 m = measure_kernels(lambda x: jnp.tanh(x @ x.T).sum(axis=1), x, repeats=2)
 print(json.dumps(sorted(m.runtime_ns)))

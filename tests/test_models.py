@@ -1,4 +1,4 @@
-"""Tests of tpucost.models on small synthetic kernel graphs."""
+"""Tests of tpucost.method.models on small synthetic kernel graphs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import rand_graph
 
-from tpucost import features, models
-from tpucost.models import ModelConfig
+from tpucost.method import features, models
+from tpucost.method.models import ModelConfig
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from new_programs import NEW_PROGRAMS
 
-from tpucost.programs import count_kernels
+from tpucost.experiments.programs import count_kernels
 
 
 @pytest.mark.parametrize("name", list(NEW_PROGRAMS))

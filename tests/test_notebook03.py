@@ -1,6 +1,6 @@
 """Notebook 03 prints its figures and verdicts; its prose defines its terms and types no measured number (issue 38).
 
-Table 2 is shown by novelty (structure-novel, unseen, all rows, `tpucost.results.NOVELTY_PARTS`),
+Table 2 is shown by novelty (structure-novel, unseen, all rows, `tpucost.experiments.results.NOVELTY_PARTS`),
 the sets of rows are defined before the first error figure, the calibration cells read the
 report's fields (training kernels left out, folds, each mode's error) and the bundled reports, and
 no figure of the bundled evaluations or calibrations is typed into the markdown, so re-measuring
@@ -16,7 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tpucost import calibration, costmodel
+from tpucost.experiments import calibration
+from tpucost.method.tasks import kernel as kernel_task
 
 ROOT = Path(__file__).resolve().parents[1]
 NB03 = ROOT / "notebooks" / "03_train_cost_model.ipynb"
@@ -39,7 +40,7 @@ def _first(cells, text: str, kind: str) -> int:
 
 def test_table_2_is_shown_by_novelty_with_the_constant_baseline(cells):
     code = _joined(cells, "code")
-    assert "NOVELTY_PARTS" in code and "kernel.evaluate_split(ds, split, predict)" in code
+    assert "NOVELTY_PARTS" in code and "kernel_experiments.evaluate_split(ds, split, predict)" in code
     assert "kernel_data.structure_novel(" in code, "the counts of structure-novel rows are computed"
     assert 'for rival in ("constant", "analytical", "lstm")' in code, "the GNN is set against each baseline"
     assert "binomtest" in code and "verdicts.ALPHA" in code
@@ -51,7 +52,7 @@ def test_the_sets_of_rows_are_defined_before_the_first_error_figure(cells):
     defined = _first(cells, "**structure-novel** rows", "markdown")
     assert "**unseen** rows" in cells[defined].source and "**all rows**" in cells[defined].source
     first_figure = min(
-        _first(cells, "plots.predicted_vs_measured(", "code"), _first(cells, "evaluate.mape(", "code")
+        _first(cells, "plots.predicted_vs_measured(", "code"), _first(cells, "metrics.mape(", "code")
     )
     assert defined < first_figure
 
@@ -91,7 +92,7 @@ def test_no_bundled_figure_is_typed_into_the_prose(cells):
     prose = _joined(cells, "markdown")
     figures = set()
     for split in ("random", "hard"):
-        report = json.loads((costmodel.default_model_dir(split) / "evaluation.json").read_text())
+        report = json.loads((kernel_task.default_model_dir(split) / "evaluation.json").read_text())
         for result in report["results"].values():
             for part in (result, result["unseen"], result["structure_novel"]):
                 figures |= {

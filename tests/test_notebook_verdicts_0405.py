@@ -1,7 +1,7 @@
 """Notebooks 04 and 05 print their verdicts; the few figures their prose states are checked here (issue 38).
 
 A sentence that judges a number ("better than chance", "inside the noise floor", "grows with") is
-printed by the notebook's code (`tpucost.verdicts`), never typed into its prose. What the prose
+printed by the notebook's code (`tpucost.experiments.verdicts`), never typed into its prose. What the prose
 still states, counts and budgets of the bundled experiments, the paper's figures and the
 thresholds, is read from the notebook source and checked against the data it describes, so
 re-bundling the data cannot leave the prose behind.
@@ -16,8 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tpucost import autotune, tiles, verdicts
-from tpucost.tasks import tile as tile_task
+from tpucost.experiments import autotune, tile_experiments, tiles, verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 NB04 = ROOT / "notebooks" / "04_tile_selection.ipynb"
@@ -93,7 +92,7 @@ def test_nb04_states_its_data_and_threshold():
     typed = [p for p in PERCENT.findall(prose) if float(p) != 0]  # 0%: where a slowdown's scale starts
     assert not typed, f"typed-in percentages in notebook 04: {typed}"
     assert _counts(prose, r"The {N} families cover") == [len(tiles.TILE_FAMILIES)]
-    runs = tile_task.seed_runs()
+    runs = tile_experiments.seed_runs()
     assert runs is not None
     assert set(_counts(prose, r"on {N} random splits")) == {runs["split_seed"].nunique()}
     lead = re.search(r"\bLEAD = ([\d.]+)", code)
@@ -129,7 +128,7 @@ def test_nb04_defines_its_terms_at_first_use(term, definition):
 
 
 def test_nb05_defines_the_remat_policies_it_offers():
-    from tpucost.programs import examples
+    from tpucost.experiments.programs import examples
 
     prose = _sources(NB05, "markdown")
     assert "rematerialization" in prose[: prose.find("remat") + 40]

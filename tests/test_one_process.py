@@ -1,7 +1,7 @@
 """One process on an accelerator (issue 37, item 5): no second process touches a TPU or GPU, the
 one-core pinning happens on XLA:CPU only, and figures of different backends are never combined.
 
-There is no accelerator here: the tests simulate one by replacing `tpucost.device.expected_backend`
+There is no accelerator here: the tests simulate one by replacing `tpucost.method.device.expected_backend`
 (the one place tpucost decides the backend) and record every process start (`subprocess.Popen`,
 `multiprocessing`'s `Process.start`) and every pinning (`os.sched_setaffinity`), so that a second
 process or a pin on the simulated accelerator fails the test. The programs still run on this
@@ -24,11 +24,15 @@ import jax
 import pytest
 from test_autotune import _report  # a small report of the shape `autotune` writes
 
-from tpucost import autotune, device, tpu_host
-from tpucost.autotune import protocol, wall_time
+from tpucost import tpu_host
 from tpucost.cli import common
+from tpucost.experiments import autotune
+from tpucost.experiments.autotune import protocol, wall_time
+from tpucost.method import device
 
-remeasure = importlib.import_module("tpucost.autotune.remeasure")  # the package's `remeasure` is the function
+remeasure = importlib.import_module(
+    "tpucost.experiments.autotune.remeasure"
+)  # the package's `remeasure` is the function
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -121,7 +125,7 @@ def test_once_jax_started_its_default_backend_decides(monkeypatch):
 
 def test_the_decision_reads_jax_platforms_without_starting_jax():
     code = (
-        "import os, jax; from tpucost import device; from tpucost.compat import backend_started; "
+        "import os, jax; from tpucost.method import device; from tpucost.compat import backend_started; "
         "print(device.expected_backend(), backend_started())"
     )
     for platforms, expected in (("tpu", "tpu"), ("cpu", "cpu")):
@@ -169,7 +173,7 @@ def test_on_cpu_it_still_pins_to_one_core(monkeypatch, pins):
     not hasattr(os, "sched_setaffinity") or device.usable_cores() < 2, reason="needs Linux and two cores"
 )
 def test_a_real_process_pins_on_cpu_and_not_when_jax_will_run_on_a_tpu():
-    code = "import os; from tpucost import device; p = device.pin_to_one_core(); print(len(os.sched_getaffinity(0)), p)"
+    code = "import os; from tpucost.method import device; p = device.pin_to_one_core(); print(len(os.sched_getaffinity(0)), p)"
     cores = device.usable_cores()
     for platforms, expected in (("cpu", "1 pinned to core"), ("tpu", f"{cores} not pinned: JAX runs on tpu")):
         env = {k: v for k, v in os.environ.items() if k != "TPUCOST_LABEL_CORE"}
@@ -199,7 +203,7 @@ def tiny_spec(tmp_path):
 def test_an_accelerator_autotune_measures_scores_and_takes_its_noise_floor_in_one_process(
     backend, tiny_spec, monkeypatch, starts
 ):
-    from tpucost.costmodel import CostModel
+    from tpucost.method.costmodel import CostModel
 
     _simulate(monkeypatch, backend)
     monkeypatch.setattr(wall_time, "scoring_cores", lambda: [1])  # spare cores that must stay unused
@@ -309,7 +313,7 @@ class _Spawned(Exception):
 @pytest.mark.slow  # a whole autotune run (make check leaves it out)
 @pytest.mark.timeout(600)
 def test_on_cpu_the_remeasurement_noise_floor_and_scoring_use_separate_processes(tiny_spec, monkeypatch):
-    from tpucost.costmodel import CostModel
+    from tpucost.method.costmodel import CostModel
 
     _simulate(monkeypatch, "cpu")
     calls: list = []
@@ -328,7 +332,7 @@ def test_on_cpu_the_remeasurement_noise_floor_and_scoring_use_separate_processes
         budgets=("device_seconds",),
     ).report
     assert len(calls) == 1 + 2  # the re-measurement, then two noise processes
-    assert all(c["cmd"][1:] == ["-m", "tpucost.autotune"] for c in calls)
+    assert all(c["cmd"][1:] == ["-m", "tpucost.experiments.autotune"] for c in calls)
     fresh = report["fresh_process"]
     assert (
         fresh["pid"] == 4242 != fresh["parent_pid"]

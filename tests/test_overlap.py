@@ -1,4 +1,4 @@
-"""`tpucost.data.overlap`: a program's kernels found in a kernel data set (`data kernel-overlap`)."""
+"""`tpucost.experiments.data.overlap`: a program's kernels found in a kernel data set (`data kernel-overlap`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpucost import cli, features, hlo, kernels
-from tpucost.data import kernel as kernel_data
-from tpucost.data import overlap
-from tpucost.measure import compile_fn
+from tpucost import cli
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.data import overlap
+from tpucost.method import features, hlo, kernels
+from tpucost.method.measure import compile_fn
 
 
 def _mlp(x, w):
@@ -57,7 +58,7 @@ def test_bundled_examples_report_their_overlap_with_the_training_data(capsys):
     reported (docs/autotuning.md: ``example:transformer`` is in distribution, more than half its kernels
     trained on; the others, less than half). Marked ``newest_only``: the bundled kernels were
     compiled by jaxlib 0.10.2; another jaxlib cuts programs into other kernels."""
-    from tpucost.programs import corpus
+    from tpucost.experiments.programs import corpus
 
     ds = kernel_data.load_kernel_dataset()
     train = kernel_data.split(ds, "random").train
@@ -65,7 +66,7 @@ def test_bundled_examples_report_their_overlap_with_the_training_data(capsys):
     inside = overlap.kernel_overlap(program.fn, program.args, ds)
     assert inside["share_in_data"] == 1.0 and inside["share_in_training"] == 1.0
     shares, lines = {}, []
-    from tpucost.programs.examples import EXAMPLES, IN_DISTRIBUTION
+    from tpucost.experiments.programs.examples import EXAMPLES, IN_DISTRIBUTION
 
     program_space = [name for name, fn in EXAMPLES.items() if hasattr(fn, "space")]
     assert len(set(program_space) - set(IN_DISTRIBUTION)) >= 3  # programs from outside the corpus

@@ -1,13 +1,13 @@
 """Notebook 02's own-data path (``COLLECT_PROGRAMS``) and the one band of "adds up".
 
-* How many programs a collection needs: `tpucost.data.splits.min_ids_for_test` (the fewest ids whose
+* How many programs a collection needs: `tpucost.method.splits.min_ids_for_test` (the fewest ids whose
   random 80/10/10 split holds `MIN_TEST_IDS` test ids), the warnings notebook 02 prints when a split
   holds fewer (`few_test_ids_warning`, `split_size_warning`), on synthetic splits and on a tiny data
   set collected here (`tiny_kernels`: 6 programs, so 1 test program).
 * Notebook 02 reads one data set after the collection: every cell after the one that sets
   ``data_dir`` uses it, never the ``DATA_DIR`` parameter, and its prose names the minimum the library
   computes.
-* One additivity band: `tpucost.verdicts.ADDS_UP`, used by `tpucost.data.additivity`, the chart and
+* One additivity band: `tpucost.experiments.verdicts.ADDS_UP`, used by `tpucost.experiments.data.additivity`, the chart and
   notebook 02, which writes no band of its own.
 """
 
@@ -21,9 +21,10 @@ import nbformat
 import numpy as np
 import pytest
 
-from tpucost import plots, verdicts
-from tpucost.data import additivity, splits
-from tpucost.data import kernel as kernel_data
+from tpucost.experiments import plots, verdicts
+from tpucost.experiments.data import additivity
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.method import splits
 
 matplotlib.use("Agg")
 

@@ -207,7 +207,7 @@ def test_makefile_tests_both_environments():
 
 
 def _module_name(path: Path) -> str:
-    """``tpucost/x.py`` -> ``x``; ``tpucost/tasks/x.py`` -> ``tasks.x``; ``tpucost/tiles/__init__.py`` ->
+    """``tpucost/x.py`` -> ``x``; ``tpucost/method/tasks/x.py`` -> ``tasks.x``; ``tpucost/experiments/tiles/__init__.py`` ->
     ``tiles`` (the module map's names)."""
     parts = path.relative_to(ROOT / "tpucost").with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -236,16 +236,19 @@ def _code(path: Path) -> str:
 
 
 def _imported_name(module: str, names: list[str]) -> set[str]:
-    """The map names an ``import``/``from`` of tpucost ``module`` (``"tpucost.x.y"``) refers to."""
+    """The map names an ``import``/``from`` of tpucost ``module`` (``"tpucost.x.y"``) refers to: the
+    module itself, or for a package each imported module (``from tpucost.method.tasks import kernel``)
+    or the package when the name is one its ``__init__`` re-exports
+    (``from tpucost.experiments.programs import Program``)."""
     parts = module.split(".")[1:]
-    if not parts:  # from tpucost import x
-        return set(names)
-    package = ROOT / "tpucost" / parts[0]
-    if (
-        package.is_dir() and len(parts) == 1
-    ):  # from tpucost.tasks import kernel / from tpucost.programs import Program
-        return {f"{parts[0]}.{n}" if (package / f"{n}.py").exists() else parts[0] for n in names}
-    return {".".join(parts[:2]) if package.is_dir() else parts[0]}
+    package = ROOT.joinpath("tpucost", *parts)
+    if not package.is_dir():
+        return {".".join(parts)}
+    found = set()
+    for n in names:
+        is_module = (package / f"{n}.py").exists() or (package / n / "__init__.py").exists()
+        found.add(".".join([*parts, n]) if is_module else ".".join(parts))
+    return found
 
 
 def _tpucost_imports(path: Path) -> set[str]:
@@ -274,18 +277,19 @@ def _tpucost_imports(path: Path) -> set[str]:
     return found - {_module_name(path)}
 
 
-def test_the_module_map_is_the_import_graph():
+def _module_map() -> list[tuple[str, set[str], str]]:
+    """The rows of docs/architecture.md's module map: (module, the modules it uses, what it does)."""
     page = (ROOT / "docs" / "architecture.md").read_text()
-    block = page.split("# How the pieces fit", 1)[1].split("```text", 1)[1].split("```", 1)[0]
-    header, *lines = block.strip().splitlines()
-    at_module, at_uses, at_what = header.index("module"), header.index("uses"), header.index("what it does")
-    documented: dict[str, set[str]] = {}
-    order: list[str] = []
+    section = page.split("## The module map", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([\w.]+)` \| ([^|]*) \| (.*) \|$", section, re.M)
+    return [(name, set(uses.split()) - {"-"}, what) for name, uses, what in rows]
+
+
+def test_the_module_map_is_the_import_graph():
+    rows = _module_map()
+    documented = {name: uses for name, uses, _ in rows}
+    order = [name for name, _, _ in rows]
     modules = _package_modules()
-    for line in lines:
-        name = line[at_module:at_uses].strip()
-        documented[name] = set(line[at_uses:at_what].split()) - {"-"}
-        order.append(name)
     assert set(documented) == modules, (
         f"the map (docs/architecture.md) lists {sorted(documented)}, package has {sorted(modules)}"
     )
@@ -294,6 +298,27 @@ def test_the_module_map_is_the_import_graph():
         actual = _tpucost_imports(path if path.exists() else path.with_suffix("") / "__init__.py")
         assert uses == actual, f"the map says {name} uses {sorted(uses)}; it imports {sorted(actual)}"
         assert all(order.index(u) < order.index(name) for u in uses), f"{name} uses a module listed below it"
+
+
+def _lines(paths: list[Path]) -> int:
+    return sum(len(p.read_text().splitlines()) for p in paths)
+
+
+def test_the_method_package_is_a_third_of_the_library_and_imports_no_experiment():
+    """`tpucost.method` holds the paper's method and nothing else: at most a third of the library's
+    lines, and not one import (outside ``if TYPE_CHECKING:``) of `tpucost.experiments`, the CLI or
+    the notebooks' solutions."""
+    method = sorted((ROOT / "tpucost" / "method").rglob("*.py"))
+    library = sorted((ROOT / "tpucost").rglob("*.py"))
+    assert 3 * _lines(method) <= _lines(library), (_lines(method), _lines(library))
+    for path in method:
+        outside = {m for m in _tpucost_imports(path) if not m.startswith("method") and "." not in m}
+        outside |= {
+            m for m in _tpucost_imports(path) if m.split(".")[0] in ("experiments", "cli", "solutions")
+        }
+        assert outside <= {"compat", "files", "tpu_host"}, (
+            f"{path.relative_to(ROOT)} imports {sorted(outside)}"
+        )
 
 
 def _library_files() -> list[Path]:
@@ -307,7 +332,11 @@ def test_modules_stay_small_and_import_at_the_top():
     `diffrax_models`' of the optional diffrax and Equinox)."""
     import ast
 
-    allowed = {("__init__.py", "tpucost.costmodel"), ("compat.py", "jax._src"), ("keras_apps.py", "keras")}
+    allowed = {
+        ("__init__.py", "tpucost.method.costmodel"),
+        ("compat.py", "jax._src"),
+        ("keras_apps.py", "keras"),
+    }
     allowed |= {("diffrax_models.py", name) for name in ("diffrax", "equinox")}
     for path in _library_files():
         text = path.read_text()

@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from tpucost import plots  # noqa: E402
-from tpucost.measure import Measurement  # noqa: E402
+from tpucost.experiments import plots
+from tpucost.method.measure import Measurement
 
 
 def _measurement(n_kernels: int) -> Measurement:
@@ -73,7 +73,7 @@ ENTRY main (x: f32[4], y: f32[4]) -> f32[4] {
 
 
 def test_draw_kernel_counts_ops_as_the_kernel_table_does():
-    from tpucost import hlo, kernels
+    from tpucost.method import hlo, kernels
 
     (kernel,) = kernels.decompose(hlo.parse_module(HLO))
     ops = int(plots.kernel_table([kernel])["ops"].iloc[0])
@@ -149,8 +149,8 @@ def test_error_by_kind_draws_the_noise_and_program_kernels_draws_every_bar():
 def test_data_set_figures_draw_the_bundled_data():
     """Notebook 02's figures on the bundled data: every kernel counted, no empty size bins at
     the low end, the additivity axis not squeezed by one extreme pair."""
-    from tpucost.data import additivity
-    from tpucost.data import kernel as kernel_data
+    from tpucost.experiments.data import additivity
+    from tpucost.experiments.data import kernel as kernel_data
 
     ds = kernel_data.load_kernel_dataset()
     frame = ds.to_frame()
@@ -186,8 +186,8 @@ def test_coinciding_top_k_curves_stay_visible():
 
 @pytest.mark.slow  # draws the bundled data set's heatmap: 4 s
 def test_feature_heatmap_names_features_on_rows_at_a_legible_size():
-    from tpucost import features
-    from tpucost.data import kernel as kernel_data
+    from tpucost.experiments.data import kernel as kernel_data
+    from tpucost.method import features
 
     graph = kernel_data.load_kernel_dataset().graph(0)
     ax = plots.feature_heatmap(graph, features.NODE_FEATURE_NAMES)

@@ -1,4 +1,4 @@
-"""Tests of tpucost.programs: every family x form compiles and runs, generation is deterministic,
+"""Tests of tpucost.experiments.programs: every family x form compiles and runs, generation is deterministic,
 and every configuration changes how some program is cut into kernels."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpucost import backends
-from tpucost.programs import (
+from tpucost.experiments.programs import (
     CONFIGURATIONS,
     DEFAULT_FAMILIES,
     FAMILIES,
@@ -29,6 +28,7 @@ from tpucost.programs import (
     make_program,
     program_ids,
 )
+from tpucost.method import backends
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -220,7 +220,7 @@ ENTRY %main (a: f32[4]) -> f32[4] {
 }
 """
     # negate in the entry, the fusion in the loop body, the compare in the loop condition;
-    # the while itself is control flow, not a kernel (tpucost.kernels)
+    # the while itself is control flow, not a kernel (tpucost.method.kernels)
     assert kernel_signatures(hlo) == {
         "f32[4] negate(negate)": 1,
         "f32[4] kLoop(exponential)": 1,
@@ -230,7 +230,7 @@ ENTRY %main (a: f32[4]) -> f32[4] {
 
 
 def test_program_from_id_rebuilds_corpus_programs_and_names_a_bad_id():
-    from tpucost.programs import generate_programs, program_from_id
+    from tpucost.experiments.programs import generate_programs, program_from_id
 
     for program in generate_programs(3, seed=5):
         again = program_from_id(program.program_id)

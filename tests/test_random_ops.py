@@ -1,4 +1,4 @@
-"""tpucost.programs.random_ops: every block builds, runs and differentiates; the family covers the ops."""
+"""tpucost.experiments.programs.random_ops: every block builds, runs and differentiates; the family covers the ops."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import jax
 import numpy as np
 import pytest
 
-from tpucost import hlo
-from tpucost.programs import corpus, random_ops
-from tpucost.programs.blocks import Variant
+from tpucost.experiments.programs import corpus, random_ops
+from tpucost.experiments.programs.blocks import Variant
+from tpucost.method import hlo
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab): many lax ops
 

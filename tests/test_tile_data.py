@@ -1,8 +1,8 @@
 """Tests of tpucost.tile_data: the tile data set, its storage, collection, merging, splits, TpuGraphs.
 
-Collection mechanics run against a small fake of `tpucost.tiles` (deterministic shapes, configs,
+Collection mechanics run against a small fake of `tpucost.experiments.tiles` (deterministic shapes, configs,
 features, graphs and "runtimes", with a count of measured problems), so they are fast and exact;
-when the real `tpucost.tiles` is importable, one test also collects two tiny problems with it.
+when the real `tpucost.experiments.tiles` is importable, one test also collects two tiny problems with it.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ import numpy as np
 import pytest
 from conftest import pretend_another_machine, rand_graph
 
-from tpucost import cli, device, features, files, tpugraphs
-from tpucost import tiles as real_tiles
-from tpucost.data import collection, tile_collection
-from tpucost.data import tile as tile_data
-from tpucost.data.tile import MISSING, TileProblem
+from tpucost import cli, files
+from tpucost.experiments import tiles as real_tiles
+from tpucost.experiments import tpugraphs
+from tpucost.experiments.data import collection, tile_collection
+from tpucost.experiments.data import tile as tile_data
+from tpucost.experiments.data.tile import MISSING, TileProblem
+from tpucost.method import device, features
 
 # ------------------------------------------------------------------------------------ the fake
 
@@ -46,7 +48,7 @@ BLOCKS = (8, 16, 32)
 
 
 def make_fake_tiles() -> types.SimpleNamespace:
-    """A stand-in for `tpucost.tiles` with its API; ``fake.measured`` lists every measured problem."""
+    """A stand-in for `tpucost.experiments.tiles` with its API; ``fake.measured`` lists every measured problem."""
     fake = types.SimpleNamespace(
         TILE_FAMILIES=FAKE_FAMILIES,
         measured=[],
@@ -666,11 +668,12 @@ def test_cli_tile_stats_prints_the_spreads(capsys):
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("tpucost.tiles") is None, reason="tpucost.tiles is not there yet"
+    importlib.util.find_spec("tpucost.experiments.tiles") is None,
+    reason="tpucost.experiments.tiles is not there yet",
 )
 @pytest.mark.measures
 def test_collect_with_the_real_tiles_module(tmp_path, monkeypatch):
-    from tpucost import tiles
+    from tpucost.experiments import tiles
 
     family = "softmax" if "softmax" in tiles.TILE_FAMILIES else sorted(tiles.TILE_FAMILIES)[0]
     ds = tile_collection.collect_tiles(

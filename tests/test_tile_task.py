@@ -11,11 +11,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tpucost import checkpoint, device, evaluate, models, results, tiles, train
-from tpucost.data import tile as tile_data
-from tpucost.models import ModelConfig
-from tpucost.tasks import tile as tile_task
-from tpucost.tasks import tile_experiments
+from tpucost.experiments import results, tile_experiments, tiles
+from tpucost.experiments.data import tile as tile_data
+from tpucost.method import checkpoint, device, metrics, models, train
+from tpucost.method.models import ModelConfig
+from tpucost.method.tasks import tile as tile_task
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -75,7 +75,7 @@ def split(dataset):
 
 def _config(dataset, **model):
     return train.TrainConfig(
-        model=tile_task.tile_model_config(dataset, ModelConfig(hidden=32, num_layers=2, **model)),
+        model=tile_task.model_config(dataset, ModelConfig(hidden=32, num_layers=2, **model)),
         learning_rate=3e-3,
         batch_size=4,
         epochs=30,
@@ -97,33 +97,31 @@ def test_batches_have_masks_and_fixed_shapes(dataset, split):
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", ["hinge", "mse"])
 def test_training_ranks_held_out_kernels(dataset, split, loss, tmp_path):
-    result = tile_task.train_tile_model(
-        dataset, split, loss, tmp_path / loss, _config(dataset), progress=False
-    )
+    result = tile_task.train_model(dataset, split, loss, tmp_path / loss, _config(dataset), progress=False)
     test = [int(i) for i in split.test]
-    scores = tile_task.predict_scores(
+    scores = tile_task.predict(
         result.model, [dataset.graph(i) for i in test], [dataset.config_features(i) for i in test]
     )
-    metrics = evaluate.ranking_metrics(scores, [dataset.runtime_ns(i) for i in test])
-    assert metrics["kendall_mean"] > 0.6, metrics
-    model, meta = tile_task.load_tile_model(tmp_path / loss / "best")
+    ranking = metrics.ranking_metrics(scores, [dataset.runtime_ns(i) for i in test])
+    assert ranking["kendall_mean"] > 0.6, ranking
+    model, meta = tile_task.load_model(tmp_path / loss / "best")
     assert meta["loss"] == loss and meta["task"] == "tile"
-    again = tile_task.predict_scores(model, [dataset.graph(test[0])], [dataset.config_features(test[0])])
+    again = tile_task.predict(model, [dataset.graph(test[0])], [dataset.config_features(test[0])])
     np.testing.assert_allclose(again[0], scores[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow
 def test_early_join_trains_too(dataset, split):
     cfg = dataclasses.replace(_config(dataset, config_join="early"), epochs=2)
-    result = tile_task.train_tile_model(dataset, split, "logistic", None, cfg, progress=False)
-    scores = tile_task.predict_scores(result.model, [dataset.graph(0)], [dataset.config_features(0)])
+    result = tile_task.train_model(dataset, split, "logistic", None, cfg, progress=False)
+    scores = tile_task.predict(result.model, [dataset.graph(0)], [dataset.config_features(0)])
     assert scores[0].shape == (len(dataset.runtime_ns(0)),) and np.isfinite(scores[0]).all()
 
 
 def test_scores_do_not_depend_on_chunking(dataset):
     model = models.make_model(_config(dataset).model, rngs=0)  # any parameters: untrained will do
-    whole = tile_task.predict_scores(model, [dataset.graph(0)], [dataset.config_features(0)])[0]
-    pieces = tile_task.predict_scores(model, [dataset.graph(0)], [dataset.config_features(0)], chunk=5)[0]
+    whole = tile_task.predict(model, [dataset.graph(0)], [dataset.config_features(0)])[0]
+    pieces = tile_task.predict(model, [dataset.graph(0)], [dataset.config_features(0)], chunk=5)[0]
     np.testing.assert_allclose(whole, pieces, rtol=1e-5, atol=1e-5)
 
 
@@ -132,7 +130,7 @@ def test_a_kernel_checkpoint_is_not_a_tile_model(tmp_path):
     if not kernel_dir.is_dir():
         pytest.skip("no bundled kernel checkpoint")
     with pytest.raises(ValueError, match="not a tile model"):
-        tile_task.load_tile_model(kernel_dir)
+        tile_task.load_model(kernel_dir)
 
 
 @pytest.mark.slow
@@ -234,15 +232,15 @@ def test_trains_on_the_published_tpugraphs_format(tmp_path):
     assert ds.features.num_node_features == 140 and ds.features.num_config_features == 24
     split = tile_data.split_random(ds, seed=0, fractions=(0.5, 0.25, 0.25))
     config = train.TrainConfig(
-        model=tile_task.tile_model_config(ds, ModelConfig(hidden=8, num_layers=1)),
+        model=tile_task.model_config(ds, ModelConfig(hidden=8, num_layers=1)),
         batch_size=2,
         epochs=1,
         patience=1,
     )
-    result = tile_task.train_tile_model(ds, split, "hinge", None, config, progress=False)
+    result = tile_task.train_model(ds, split, "hinge", None, config, progress=False)
     assert result.model.config.features == ds.features
     with pytest.raises(ValueError, match="no tile models"):
-        tile_task.evaluate_tile_models(ds, "random", tmp_path / "no-models")
+        tile_experiments.evaluate_models(ds, "random", tmp_path / "no-models")
 
 
 #: Matmul problems (M, N, K) that are not in the bundled tile data set (checked in the test).
@@ -272,20 +270,20 @@ def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
     Marked ``newest_only``: the bundled tile models learned kernels built by jaxlib 0.10.2; under
     Colab's jaxlib 0.7.2 the interpreted kernels differ, and one clean-clone run there measured the
     best of the top 5 16% slower than the best (two others passed), so nothing is promised there."""
-    from tpucost import measure
+    from tpucost.method import measure
 
     ds = tile_data.load_tile_dataset()
     bundled_noise = tile_data.noise_floor(ds)["top5"]
-    model, _ = tile_task.load_tile_model()
+    model, _ = tile_task.load_model()
     known = {
         tuple(int(v) for v in s.split(",")) for f, s in zip(ds.family, ds.shape, strict=True) if f == "matmul"
     }
     for shape in NEW_MATMULS:
         assert shape not in known
         configs = tiles.legal_configs("matmul", shape)
-        suggested = tile_task.suggest_tiles("matmul", shape, top=5)
+        suggested = tile_experiments.suggest_tiles("matmul", shape, top=5)
         rows = np.stack([tiles.config_features("matmul", shape, "float32", c) for c in configs])
-        scores = tile_task.predict_scores(model, [tiles.kernel_graph("matmul", shape)], [rows])[0]
+        scores = tile_task.predict(model, [tiles.kernel_graph("matmul", shape)], [rows])[0]
         best_scored = np.argsort(scores, kind="stable")[:5]
         assert [s["config"] for s in suggested] == [configs[i] for i in best_scored], shape
         assert [s["score"] for s in suggested] == pytest.approx(scores[best_scored], rel=1e-6), shape
@@ -298,7 +296,7 @@ def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
             for _ in range(2)
         )
         # This host's noise now, as the bundled floor is defined: pick by one pass, check with the other.
-        noise_here = evaluate.top_k_slowdown(first, second, 5)
+        noise_here = metrics.top_k_slowdown(first, second, 5)
         runtime = np.minimum(first, second)
         picked = [configs.index(s["config"]) for s in suggested]
         slowdown = runtime[picked].min() / runtime.min() - 1
@@ -314,25 +312,27 @@ def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
 @pytest.mark.slow
 def test_seed_spread_trains_every_loss_per_split_seed(dataset, tmp_path):
     config = dataclasses.replace(_config(dataset), epochs=1)
-    report = tile_task.seed_spread(dataset, [0, 1], tmp_path / "seeds.json", config=config, progress=False)
+    report = tile_experiments.seed_spread(
+        dataset, [0, 1], tmp_path / "seeds.json", config=config, progress=False
+    )
     assert [r["split_seed"] for r in report["runs"]] == [0, 1]
     assert set(report["summary"]) == {
-        *tile_task.MODEL_NAMES.values(),
+        *tile_experiments.METHOD_OF_LOSS.values(),
         "analytical",
-        *tile_task.HEURISTICS,
+        *tile_experiments.HEURISTICS,
         "random",
     }
-    for name, metrics in report["summary"].items():
+    for name, row in report["summary"].items():
         values = [r["results"][name]["kendall_mean"] for r in report["runs"]]
-        assert metrics["kendall_mean"]["min"] == min(values) and metrics["kendall_mean"]["max"] == max(values)
-        assert metrics["test_kernels"] == sum(r["results"][name]["n_kernels"] for r in report["runs"])
-    table = tile_task.seed_summary(tmp_path / "seeds.json")
+        assert row["kendall_mean"]["min"] == min(values) and row["kendall_mean"]["max"] == max(values)
+        assert row["test_kernels"] == sum(r["results"][name]["n_kernels"] for r in report["runs"])
+    table = tile_experiments.seed_summary(tmp_path / "seeds.json")
     assert table.loc["gnn_rank", "Kendall min"] == report["summary"]["gnn_rank"]["kendall_mean"]["min"]
 
 
 def test_fewest_steps_scores_rank_the_largest_blocks_first(dataset):
     part = list(range(len(dataset)))
-    scores = tile_task.fewest_steps_scores(dataset, part)
+    scores = tile_experiments.fewest_steps_scores(dataset, part)
     assert len(scores) == len(dataset)
     for i, s in zip(part, scores, strict=True):
         family, configs = str(dataset.family[i]), dataset.configs(i)
@@ -343,12 +343,12 @@ def test_fewest_steps_scores_rank_the_largest_blocks_first(dataset):
         assert int(np.argmin(s)) == int(np.argmax(volume))  # fewest steps: the largest block
     # the synthetic runtimes grow with the steps, so the heuristic ranks them well
     runtimes = [dataset.runtime_ns(i) for i in part]
-    assert evaluate.ranking_metrics(scores, runtimes)["kendall_mean"] > 0.5
+    assert metrics.ranking_metrics(scores, runtimes)["kendall_mean"] > 0.5
 
 
 def test_largest_block_scores_put_the_largest_volume_first_and_tie_equal_volumes(dataset):
     part = list(range(len(dataset)))
-    scores = tile_task.largest_block_scores(dataset, part)
+    scores = tile_experiments.largest_block_scores(dataset, part)
     for i, s in zip(part, scores, strict=True):
         volume = np.array([np.prod(list(c.values()), dtype=np.float64) for c in dataset.configs(i)])
         np.testing.assert_allclose(s, -np.log(volume))
@@ -361,28 +361,28 @@ def test_table_3_has_both_heuristics_beside_the_models(dataset, split, tmp_path)
     """`evaluate_tile_models` reports ``largest_block`` and ``fewest_steps`` on the same test kernels
     as the models, computed by the same metric from the heuristics' scores."""
     config = dataclasses.replace(_config(dataset), epochs=1)
-    tile_task.train_tile_models(
+    tile_experiments.train_models(
         dataset, "random", tmp_path, config=config, loss_names=["hinge"], progress=False
     )
-    table = tile_task.evaluate_tile_models(dataset, "random", tmp_path)
+    table = tile_experiments.evaluate_models(dataset, "random", tmp_path)
     assert {"gnn_rank", "analytical", "largest_block", "fewest_steps", "random"} <= set(table)
     test = [int(i) for i in tile_data.split(dataset, "random").test]
     runtimes = [dataset.runtime_ns(i) for i in test]
-    for name, scores in tile_task.HEURISTICS.items():
-        assert table[name] == evaluate.ranking_metrics(scores(dataset, test), runtimes)
+    for name, scores in tile_experiments.HEURISTICS.items():
+        assert table[name] == metrics.ranking_metrics(scores(dataset, test), runtimes)
     # The synthetic runtimes grow with the steps: the heuristics rank far better than random.
     assert table["fewest_steps"]["kendall_mean"] > table["random"]["kendall_mean"] + 0.3
 
 
 def test_seed_runs_are_the_runs_behind_seed_summary():
-    runs = tile_task.seed_runs()
-    summary = tile_task.seed_summary()
+    runs = tile_experiments.seed_runs()
+    summary = tile_experiments.seed_summary()
     assert runs is not None and summary is not None
     assert set(runs["model"]) == set(summary.index)
     means = runs.groupby("model")["kendall_mean"].mean()
     for model, value in means.items():
         assert value == pytest.approx(summary.loc[model, "Kendall mean"])
-    assert tile_task.seed_runs("/nonexistent/tile_seeds.json") is None
+    assert tile_experiments.seed_runs("/nonexistent/tile_seeds.json") is None
 
 
 @pytest.mark.measures
@@ -420,10 +420,10 @@ def test_leave_family_out_holds_each_family_out_scores_like_table_3_and_resumes(
         assert {"gnn_rank", "analytical", "largest_block", "fewest_steps", "random"} <= set(rows)
         assert rows["gnn_rank"]["n_kernels"] == len(split.test)
         runtimes = [ds.runtime_ns(int(i)) for i in split.test]
-        heuristic = tile_task.largest_block_scores(ds, [int(i) for i in split.test])
-        assert rows["largest_block"] == evaluate.ranking_metrics(heuristic, runtimes)
-    for row, metrics in summary["mean"].items():
-        assert metrics["kendall_mean"] == pytest.approx(
+        heuristic = tile_experiments.largest_block_scores(ds, [int(i) for i in split.test])
+        assert rows["largest_block"] == metrics.ranking_metrics(heuristic, runtimes)
+    for row, ranking in summary["mean"].items():
+        assert ranking["kendall_mean"] == pytest.approx(
             np.mean([families[f][row]["kendall_mean"] for f in families])
         )
         worst = summary["worst"][row]
@@ -449,4 +449,4 @@ def test_largest_block_order_ranks_new_configurations_like_the_scores():
         {"bm": 64, "bn": 64},
         {"bm": 256, "bn": 8},
     ]
-    assert tile_task.largest_block_order(configs) == [3, 0, 2, 4, 1]
+    assert tile_experiments.largest_block_order(configs) == [3, 0, 2, 4, 1]

@@ -1,4 +1,4 @@
-"""Tests of tpucost.tiles: the Pallas kernel families of the tile task (CPU interpret mode)."""
+"""Tests of tpucost.experiments.tiles: the Pallas kernel families of the tile task (CPU interpret mode)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import jax
 import numpy as np
 import pytest
 
-from tpucost import backends, features, tiles
-from tpucost.tiles import lowering
+from tpucost.experiments import tiles
+from tpucost.experiments.tiles import lowering
+from tpucost.method import backends, features
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -56,7 +57,7 @@ def references():
 @pytest.mark.parametrize("lowering", tiles.LOWERINGS)
 @pytest.mark.parametrize("name", list(SMALL))
 def test_kernel_matches_reference_for_smallest_and_largest_blocks(name, lowering, references):
-    """Both lowerings of one body (`tpucost.tiles.lowering`) compute the jax.numpy reference."""
+    """Both lowerings of one body (`tpucost.experiments.tiles.lowering`) compute the jax.numpy reference."""
     shape = SMALL[name]
     configs = tiles.legal_configs(name, shape)
     assert len(configs) >= 2
@@ -363,7 +364,7 @@ def test_sample_shapes_deterministic_and_rich():
 
 @pytest.mark.parametrize("name", list(SMALL))
 def test_overhead_kernel_keeps_the_grid_and_operands_but_drops_the_arithmetic(name):
-    """The overhead kernel of `tpucost.tiles.overhead` runs the same loop over the same operands as
+    """The overhead kernel of `tpucost.experiments.tiles.overhead` runs the same loop over the same operands as
     the kernel (same output shape; every argument still read), without the family's arithmetic:
     its optimized HLO has no dot or transcendental the kernel has."""
     shape = SMALL[name]
@@ -401,7 +402,7 @@ def test_step_overhead_share_is_measured_per_config():
 def test_step_overhead_share_divides_overhead_time_by_kernel_time(monkeypatch):
     """With a clock that reads 400 ns for each kernel and 100 ns for its overhead kernel (the
     second of each pair), every share is 0.25; swapping the two would give 4."""
-    from tpucost.tiles import overhead
+    from tpucost.experiments.tiles import overhead
 
     clock = iter([400.0, 100.0, 400.0, 100.0])
     monkeypatch.setattr(overhead, "best_wall_time_ns", lambda *args, **kwargs: next(clock))

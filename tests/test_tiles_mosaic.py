@@ -1,4 +1,4 @@
-"""Mosaic's verdict on tile configurations (tpucost.tiles.mosaic) and the TPU backend's rules.
+"""Mosaic's verdict on tile configurations (tpucost.experiments.tiles.mosaic) and the TPU backend's rules.
 
 The rule tests need no compiler. The verdict tests compile Pallas kernels for a TPU v5e with
 libtpu's deviceless compiler and skip, saying what to install, where libtpu is missing.
@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from tpucost import compiler, tiles
 from tpucost.cli import tile_commands
-from tpucost.tiles import mosaic, overhead
+from tpucost.experiments import compiler, tiles
+from tpucost.experiments.tiles import mosaic, overhead
 
 #: Every test here compiles for a TPU (or checks what does): make test-colab runs them on Colab's libtpu too.
 pytestmark = pytest.mark.tpu

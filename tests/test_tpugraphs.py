@@ -1,4 +1,4 @@
-"""Tests of tpucost.tpugraphs: reading TpuGraphs tile npz files and refusing malformed ones."""
+"""Tests of tpucost.experiments.tpugraphs: reading TpuGraphs tile npz files and refusing malformed ones."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpucost import tpugraphs
-from tpucost.features import featurize, to_graphs_tuple
-from tpucost.hlo import parse_module
-from tpucost.kernels import decompose
-from tpucost.tpugraphs import TILE_FIELDS, TileKernel, read_tile_dir, read_tile_npz
+from tpucost.experiments import tpugraphs
+from tpucost.experiments.tpugraphs import TILE_FIELDS, TileKernel, read_tile_dir, read_tile_npz
+from tpucost.method.features import featurize, to_graphs_tuple
+from tpucost.method.hlo import parse_module
+from tpucost.method.kernels import decompose
 
 N, M, C = 5, 4, 3
 NEGATE = "HloModule m\nENTRY %e (a: f32[4]) -> f32[4] {\n  %a = f32[4]{0} parameter(0)\n  ROOT %n = f32[4]{0} negate(%a)\n}\n"

@@ -1,4 +1,4 @@
-"""The GPU and TPU trace readers of tpucost.measure, on synthetic profiles (no device needed).
+"""The GPU and TPU trace readers of tpucost.method.measure, on synthetic profiles (no device needed).
 
 The traces are serialized XSpace protos read back by ``jax.profiler.ProfileData``, the reader
 ``measure_kernels`` uses, so the tests see what that reader makes of a trace (it returns an event
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from jax.profiler import ProfileData
 
-from tpucost import backends, measure, trace_events
-from tpucost.hlo import parse_module
+from tpucost.method import backends, measure, trace_events
+from tpucost.method.hlo import parse_module
 
 pytestmark = pytest.mark.core  # ProfileData's parsing is version-sensitive (make test-colab)
 

@@ -1,4 +1,4 @@
-"""Tests of tpucost.train (with the kernel task) on a small synthetic data set (no measured data needed)."""
+"""Tests of tpucost.method.train (with the kernel task) on a small synthetic data set (no measured data needed)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from conftest import rand_graph
 
-from tpucost import features, train
-from tpucost.models import ModelConfig, make_model
-from tpucost.tasks import kernel
-from tpucost.train import TrainConfig
+from tpucost.method import features, train
+from tpucost.method.models import ModelConfig, make_model
+from tpucost.method.tasks import kernel
+from tpucost.method.train import TrainConfig
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -24,7 +24,7 @@ F = features.NUM_NODE_FEATURES
 
 
 class ToyDataset:
-    """Duck-typed stand-in for `tpucost.data.KernelDataset`: runtime depends on size, opcodes, features."""
+    """Duck-typed stand-in for `tpucost.experiments.data.KernelDataset`: runtime depends on size, opcodes, features."""
 
     features = features.TPUCOST_FEATURES
 
@@ -94,7 +94,7 @@ def test_overfit_tiny_set(toy):
     assert norm.mean == pytest.approx(float(np.mean(np.log(toy.runtime_ns[idx]))))
     # The returned model is the best-validation one.
     graphs = [toy.graph(i) for i in idx]
-    pred = kernel.predict_log_ns(r.model, norm, graphs, batch_size=8)
+    pred = kernel.predict(r.model, norm, graphs, batch_size=8)
     mse = np.mean(((pred - np.log(toy.runtime_ns[idx])) / norm.std) ** 2)
     assert mse == pytest.approx(r.best_val_loss, rel=1e-3, abs=1e-5)
     ape = np.abs(np.exp(pred) / toy.runtime_ns[idx] - 1.0) * 100.0
@@ -166,10 +166,10 @@ def test_predict_keeps_order_and_is_batch_independent(toy):
     r_model = make_model(SMOKE.model, 0)
     norm = kernel.TargetNorm(7.0, 2.0)
     graphs = [toy.graph(i) for i in range(20)]
-    all_at_once = kernel.predict_log_ns(r_model, norm, graphs, batch_size=256)
-    one_by_one = np.concatenate([kernel.predict_log_ns(r_model, norm, [g]) for g in graphs[:5]])
+    all_at_once = kernel.predict(r_model, norm, graphs, batch_size=256)
+    one_by_one = np.concatenate([kernel.predict(r_model, norm, [g]) for g in graphs[:5]])
     np.testing.assert_allclose(all_at_once[:5], one_by_one, rtol=1e-5, atol=1e-5)
-    assert kernel.predict_log_ns(r_model, norm, []).shape == (0,)
+    assert kernel.predict(r_model, norm, []).shape == (0,)
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpucost import verdicts
+from tpucost.experiments import verdicts
 
 pytestmark = pytest.mark.core
 

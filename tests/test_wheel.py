@@ -46,7 +46,7 @@ from typing import Any
 
 import pytest
 
-from tpucost.tasks import tile as tile_task
+from tpucost.experiments import tile_experiments
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "tpucost" / "bundled"
@@ -215,7 +215,7 @@ def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path, runtime):
     executed = tmp_path / "executed"
     if runtime == KEPT_RUNTIME:
         shutil.rmtree(TESTED_NOTEBOOKS, ignore_errors=True)  # no book from an older run's notebooks
-    from tpucost import device
+    from tpucost.method import device
 
     notebook_run = subprocess.Popen(
         [
@@ -235,7 +235,7 @@ def test_notebooks_and_cli_run_from_the_wheel_alone(wheel, tmp_path, runtime):
     )
     try:  # meanwhile, what this checkout's CLI prints (the wheel carries the same data and models)
         expected_stats = _checkout_json("data", "stats")
-        expected_tiles = tile_task.suggest_tiles("matmul", (256, 256, 256), top=3)
+        expected_tiles = tile_experiments.suggest_tiles("matmul", (256, 256, 256), top=3)
         stdout, stderr = notebook_run.communicate(timeout=1200)
     finally:
         notebook_run.kill()
@@ -317,7 +317,7 @@ def _check_the_tables_against_the_bundled_records(cli) -> None:
             assert -1 <= row["kendall_mean"] <= 1 and row["top1"] >= row["top5"] >= row["top10"] >= 0
             continue
         # A heuristic's equal scores are ties, whose share of tau-b scipy 1.16 and 1.17 count differently.
-        tau = 2e-3 if name in tile_task.HEURISTICS else 1e-6
+        tau = 2e-3 if name in tile_experiments.HEURISTICS else 1e-6
         assert row["kendall_mean"] == pytest.approx(recorded[name]["kendall_mean"], abs=tau), name
         assert [row[k] for k in ("top1", "top5", "top10")] == pytest.approx(
             [recorded[name][k] for k in ("top1", "top5", "top10")], rel=1e-6
@@ -338,7 +338,7 @@ def _expected_prediction(jax_version: str, jaxlib_version: str, cache: Path) -> 
     """The bundled GNN's estimate for `HLO` on this machine under another jax and jaxlib, loaded
     as `python -m tpucost predict` loads it there (with the calibrations stored in ``cache``), and
     the messages of the warnings it gives (the checkout's paths in them)."""
-    from tpucost import costmodel, device
+    from tpucost.method import costmodel, device
 
     here = device.fingerprint()
     with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 
-from tpucost import hlo
+from tpucost.method import hlo
 
 _SPECIAL_SPELLINGS = {
     "kCos": "cosine", "kSin": "sine", "kExp": "exponential", "kExpm1": "exponential-minus-one",

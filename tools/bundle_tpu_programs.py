@@ -3,9 +3,9 @@
     python tools/bundle_tpu_programs.py
 
 Learners without libtpu (the ``tpu`` extra) see these modules in notebooks 01 and 03 instead of
-compiling their own (`tpucost.compiler.compile_or_bundled`), and in notebook 05 the compiler's
+compiling their own (`tpucost.experiments.compiler.compile_or_bundled`), and in notebook 05 the compiler's
 estimates of example:mixer under each TPU configuration
-(`tpucost.xla_estimates.configuration_estimates_or_bundled`). Run it with the newest pins
+(`tpucost.experiments.xla_estimates.configuration_estimates_or_bundled`). Run it with the newest pins
 (constraints.txt: the libtpu the provenance names) after a change to those programs or to the pins;
 ``tests/test_compiler.py`` checks that the bundled modules still hold the kernels the compiler
 gives them.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 from flax import nnx
 
-from tpucost import compiler, programs, xla_estimates
-from tpucost.autotune.tunable import load_tunable
+from tpucost.experiments import compiler, programs, xla_estimates
+from tpucost.experiments.autotune.tunable import load_tunable
 from tpucost.solutions import nb01, nb03
 
 COMMAND = "python tools/bundle_tpu_programs.py"

@@ -44,7 +44,7 @@ def read_pins(path: Path) -> dict[str, tuple[str, str]]:
 
 
 #: The libtpu that ``jax[tpu]==V`` asks for, by Colab's jax version V (from that jax's metadata). Colab's
-#: TPU image ships libtpu 0.0.21.1 beside jax 0.7.2, whose deviceless compile crashes (tpucost.compiler).
+#: TPU image ships libtpu 0.0.21.1 beside jax 0.7.2, whose deviceless compile crashes (tpucost.experiments.compiler).
 TPU_COMPILER_FOR_JAX = {"0.7.2": "0.0.23"}
 
 

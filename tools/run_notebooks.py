@@ -78,7 +78,7 @@ def to_html(notebook: Path) -> Path:
 
 
 def _device() -> str:
-    """This machine as `tpucost.device` describes it (in a child process: JAX stays out of this one)."""
+    """This machine as `tpucost.method.device` describes it (in a child process: JAX stays out of this one)."""
     import subprocess
 
     code = "from tpucost import device; print(device.describe(device.fingerprint()))"

@@ -17,9 +17,9 @@ __all__ = ["CostModel"]
 
 
 def __getattr__(name: str):
-    """`tpucost.CostModel` without importing jax for `import tpucost.hlo`."""
+    """`tpucost.CostModel` without importing jax for `import tpucost.method.hlo`."""
     if name == "CostModel":
-        from tpucost.costmodel import CostModel
+        from tpucost.method.costmodel import CostModel
 
         return CostModel
     raise AttributeError(f"module 'tpucost' has no attribute {name!r}")

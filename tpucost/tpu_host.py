@@ -1,7 +1,7 @@
 """Whether this machine has a TPU chip, asked without starting JAX; libtpu set up for machines without one.
 
 With libtpu installed (the ``tpu`` extra) on a machine without a TPU, two things get in the way of
-compiling for a TPU there (`tpucost.compiler`), both checked with libtpu 0.0.23 and 0.0.42.1:
+compiling for a TPU there (`tpucost.experiments.compiler`), both checked with libtpu 0.0.23 and 0.0.42.1:
 
 * every process that starts JAX prints libtpu's complaints that it found no TPU VM metadata
   (``could not determine TPU accelerator type``, ``unexpected worker hostname``) before falling

@@ -5,7 +5,7 @@ kernel model), `tile_commands` (the tile task), `autotune_commands` and `experim
 `common` holds what they share. ``python -m tpucost --help`` lists the commands and ``python -m
 tpucost COMMAND --help`` their options; the book's "Command line" page (docs/cli.md) shows them
 with examples. Commands that measure pin the process to one core first (the label mode of
-`tpucost.device`); ``--all-cores`` measures without pinning.
+`tpucost.method.device`); ``--all-cores`` measures without pinning.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The arms: device-only, model-guided, the random-order control (the model-guided candidates
 measured in random order) and the heuristic (what a user tries without a model); the budgets:
-device seconds (the paper's) and wall time (predicting included). See `tpucost.autotune.protocol`.
+device seconds (the paper's) and wall time (predicting included). See `tpucost.experiments.autotune.protocol`.
 On a TPU or GPU it starts no second process: the re-measurement, the noise floor and the wall-time
 arms' scoring run in this one (one process holds the device); the report says where each ran.
 """
@@ -12,11 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from tpucost import (
-    autotune,
-)
 from tpucost.cli.common import all_cores_flag, emit, fail, label_mode
-from tpucost.costmodel import CostModel
+from tpucost.experiments import autotune
+from tpucost.method.costmodel import CostModel
 
 
 def cmd_autotune(args: argparse.Namespace) -> int:

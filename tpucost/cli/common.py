@@ -10,10 +10,8 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 
-from tpucost import (
-    device,
-)
-from tpucost.tiles.lowering import LOWERINGS
+from tpucost.experiments.tiles.lowering import LOWERINGS
+from tpucost.method import device
 
 
 def emit(result: dict, as_json: bool, print_table: Callable[[dict], None]) -> int:
@@ -64,9 +62,9 @@ def names(text: str) -> list[str]:
 
 
 def label_mode(args: argparse.Namespace) -> device.Pinning | None:
-    """Pin to one core (tpucost.device's label mode) unless ``--all-cores``; before JAX starts.
+    """Pin to one core (tpucost.method.device's label mode) unless ``--all-cores``; before JAX starts.
 
-    On XLA:CPU only: on a TPU or GPU (`tpucost.device.expected_backend`) `device.pin_to_one_core`
+    On XLA:CPU only: on a TPU or GPU (`tpucost.method.device.expected_backend`) `device.pin_to_one_core`
     leaves the process as it is and says so in the `device.Pinning` returned (None with
     ``--all-cores``)."""
     if args.all_cores:
@@ -84,7 +82,7 @@ def all_cores_flag(p: argparse.ArgumentParser) -> None:
 
 
 def lowering_flag(p: argparse.ArgumentParser, default: str = "the backend's") -> None:
-    """``--lowering pallas|xla_loop``: how tile kernels run (`tpucost.tiles.lowering`)."""
+    """``--lowering pallas|xla_loop``: how tile kernels run (`tpucost.experiments.tiles.lowering`)."""
     p.add_argument(
         "--lowering",
         choices=LOWERINGS,

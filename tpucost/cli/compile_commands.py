@@ -1,5 +1,5 @@
 """``compile``: a program compiled for a target (this CPU or a TPU chip, without one), its kernels and
-the compiler's estimates (`tpucost.compiler`, `tpucost.xla_estimates`)."""
+the compiler's estimates (`tpucost.experiments.compiler`, `tpucost.experiments.xla_estimates`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from tpucost import backends, compiler, hlo, xla_estimates
-from tpucost.autotune.tunable import load_tunable
 from tpucost.cli.common import emit, fail
-from tpucost.programs import corpus
+from tpucost.experiments import compiler, xla_estimates
+from tpucost.experiments.autotune.tunable import load_tunable
+from tpucost.experiments.programs import corpus
+from tpucost.method import backends, hlo
 
 __all__ = ["resolve_program", "cmd_compile", "add_compile_command"]
 
@@ -20,7 +21,7 @@ def resolve_program(spec: str) -> tuple[Callable[..., Any], tuple[Any, ...], dic
     """``(fn, args, compiler_options)`` of PROGRAM: ``example:NAME`` or ``FILE.py:NAME`` (the
     autotuner's ``NAME(config) -> (fn, args)`` at its default configuration: its program space,
     or its tile space when it declares ``NAME.kernels``), or a corpus program id
-    (``<family>-<form>-<seed>-<index>``, `tpucost.programs.corpus`). ValueError in one line otherwise."""
+    (``<family>-<form>-<seed>-<index>``, `tpucost.experiments.programs.corpus`). ValueError in one line otherwise."""
     if not spec.startswith("example:") and ":" not in spec:
         program = corpus.program_from_id(spec)
         return program.fn, tuple(program.args), {}

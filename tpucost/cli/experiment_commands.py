@@ -7,13 +7,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from tpucost import results
 from tpucost.cli.common import fail, names
 from tpucost.cli.kernel_commands import kernel_dataset
 from tpucost.cli.tile_commands import tile_dataset
-from tpucost.tasks import kernel, kernel_experiments, tile_experiments
-from tpucost.tasks import tile as tile_task
-from tpucost.train import TrainConfig
+from tpucost.experiments import kernel_experiments, results, tile_experiments
+from tpucost.method.tasks import kernel
+from tpucost.method.tasks import tile as tile_task
+from tpucost.method.train import TrainConfig
 
 
 def cmd_hparam_search(args: argparse.Namespace) -> int:
@@ -39,7 +39,7 @@ def cmd_hparam_search(args: argparse.Namespace) -> int:
 
 def cmd_tile_seeds(args: argparse.Namespace) -> int:
     try:
-        report = tile_task.seed_spread(
+        report = tile_experiments.seed_spread(
             tile_dataset(args), args.seeds, args.out, progress=not args.no_progress
         )
     except (FileNotFoundError, ValueError) as err:
@@ -51,7 +51,7 @@ def cmd_tile_seeds(args: argparse.Namespace) -> int:
 def cmd_tile_leave_family_out(args: argparse.Namespace) -> int:
     try:
         ds = tile_dataset(args)
-        config = tile_task.tile_train_config(ds, epochs=args.epochs) if args.epochs else None
+        config = tile_task.train_config(ds, epochs=args.epochs) if args.epochs else None
         summary = tile_experiments.leave_family_out(
             ds, args.out, args.losses, config=config, progress=not args.no_progress
         )
@@ -67,7 +67,7 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _print_summary(run: Callable[..., dict], args: argparse.Namespace, **options: Any) -> int:
-    """Run an experiment of `tpucost.tasks.kernel_experiments` on ``--data`` into ``--out``; print its summary."""
+    """Run an experiment of `tpucost.experiments.kernel_experiments` on ``--data`` into ``--out``; print its summary."""
     try:
         summary = run(
             kernel_dataset(args.data),

@@ -11,26 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpucost import (
-    calibration,
-    costmodel,
-    device,
-    evaluate,
-    hlo,
-    kernels,
-    losses,
-    train,
-)
-from tpucost.autotune.tunable import load_tunable
-from tpucost.cli.common import (
-    all_cores_flag,
-    emit,
-    fail,
-    label_mode,
-    lowering_flag,
-    names,
-    shard,
-)
+from tpucost.cli.common import all_cores_flag, emit, fail, label_mode, lowering_flag, names, shard
 from tpucost.cli.tile_commands import (
     cmd_collect_tiles,
     cmd_evaluate_tiles,
@@ -39,10 +20,13 @@ from tpucost.cli.tile_commands import (
     cmd_tile_stats,
     cmd_train_tiles,
 )
-from tpucost.data import additivity, kernel_collection, overlap
-from tpucost.data import kernel as kernel_data
-from tpucost.results import novelty_table
-from tpucost.tasks import kernel
+from tpucost.experiments import calibration, kernel_experiments
+from tpucost.experiments.autotune.tunable import load_tunable
+from tpucost.experiments.data import additivity, kernel_collection, overlap
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.results import novelty_table
+from tpucost.method import costmodel, device, hlo, kernels, losses, metrics, train
+from tpucost.method.tasks import kernel
 
 
 def _hlo_summary(path: Path) -> dict:
@@ -402,7 +386,7 @@ def cmd_data_additivity(args: argparse.Namespace) -> int:
 
 
 def _print_additivity(s: dict) -> None:
-    lo, hi = s["band"]  # tpucost.verdicts.ADDS_UP, the band of "adds up"
+    lo, hi = s["band"]  # tpucost.experiments.verdicts.ADDS_UP, the band of "adds up"
     for label, part in (("all pairs", s), ("pairs >= 1 ms", s["pairs_ge_1ms"])):
         if not part.get("pairs"):
             print(f"{label}: none")
@@ -447,14 +431,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, epochs=args.epochs)
     if args.hidden is not None:
         config = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=args.hidden))
-    out = args.out or str(costmodel.default_model_dir(args.split))
+    out = args.out or str(kernel.default_model_dir(args.split))
     try:
         ds = kernel_dataset(args.data)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        report = kernel.run_experiment(
+        report = kernel_experiments.train_models(
             ds,
             args.split,
             out,
@@ -500,10 +484,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     if args.task == "tile":
         return cmd_evaluate_tiles(args)
-    model_dir = args.model or str(costmodel.default_model_dir(args.split))
+    model_dir = args.model or str(kernel.default_model_dir(args.split))
     try:
         dataset = kernel_dataset(args.data)
-        results = kernel.evaluate_methods(model_dir, dataset, args.split, args.methods)
+        results = kernel_experiments.evaluate_models(model_dir, dataset, args.split, args.methods)
         if args.by_novelty and not args.json:
             print(novelty_table(results))
             return 0
@@ -512,14 +496,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             parts = kernel_data.split(dataset, args.split)
             for method in summary:
                 model = costmodel.CostModel.load(model_dir, method, calibrated=False)
-                summary[method]["program_totals"] = kernel.program_totals(
+                summary[method]["program_totals"] = kernel_experiments.program_totals(
                     model, dataset.root, parts.test_ids, limit=args.totals, progress=not args.json
                 )
         if args.by_opcode:
             parts = kernel_data.split(dataset, args.split)
             for method in summary:
                 predict = kernel.load_method(model_dir, method, dataset.features).predict
-                summary[method]["unseen_by_opcode"] = kernel.opcode_errors(dataset, parts, predict)
+                summary[method]["unseen_by_opcode"] = kernel_experiments.opcode_errors(
+                    dataset, parts, predict
+                )
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -539,7 +525,7 @@ def _print_table2(summary: dict) -> None:
         ("all_test_program_kernels", "All rows of the test programs, training kernels included"),
     ):
         print(f"{title}:")
-        print(evaluate.comparison_table({m: r[part] for m, r in summary.items()}).to_string() + "\n")
+        print(metrics.comparison_table({m: r[part] for m, r in summary.items()}).to_string() + "\n")
     by_family = next(iter(summary.values()), {}).get("n_programs_by_family", {})
     print("\ntest programs per family: " + ", ".join(f"{f} {n}" for f, n in by_family.items()))
     for method, r in summary.items():
@@ -590,7 +576,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         label_mode(args)
         model = costmodel.CostModel.load(args.model, args.method, calibrated=False)
-        report = model.calibrate(args.programs, args.repeats, progress=not args.no_progress)
+        report = calibration.calibrate(model, args.programs, args.repeats, progress=not args.no_progress)
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -753,7 +739,7 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_kernel_overlap(args: argparse.Namespace) -> int:
-    """``data kernel-overlap``: `tpucost.data.overlap.kernel_overlap` of a program's default
+    """``data kernel-overlap``: `tpucost.experiments.data.overlap.kernel_overlap` of a program's default
     configuration (compiled here, never run)."""
     try:
         tunable = load_tunable(args.program, "program")

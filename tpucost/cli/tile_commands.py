@@ -8,18 +8,13 @@ import dataclasses
 import json
 from collections.abc import Callable
 
-from tpucost import (
-    backends,
-    checkpoint,
-    compiler,
-    device,
-    tiles,
-)
 from tpucost.cli.common import all_cores_flag, emit, fail, label_mode, lowering_flag
-from tpucost.data import tile as tile_data
-from tpucost.data import tile_collection
-from tpucost.tasks import tile as tile_task
-from tpucost.tiles import mosaic
+from tpucost.experiments import compiler, tile_experiments, tiles
+from tpucost.experiments.data import tile as tile_data
+from tpucost.experiments.data import tile_collection
+from tpucost.experiments.tiles import mosaic
+from tpucost.method import backends, checkpoint, device
+from tpucost.method.tasks import tile as tile_task
 
 
 def cmd_collect_tiles(args: argparse.Namespace) -> int:
@@ -119,13 +114,13 @@ def cmd_train_tiles(args: argparse.Namespace) -> int:
 
     try:
         ds = tile_dataset(args)
-        config = tile_task.tile_train_config(ds, **({"epochs": args.epochs} if args.epochs else {}))
+        config = tile_task.train_config(ds, **({"epochs": args.epochs} if args.epochs else {}))
         if args.hidden is not None:
             config = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=args.hidden))
         if args.smoke:
             config = dataclasses.replace(config, epochs=2, model=dataclasses.replace(config.model, hidden=16))
         out = args.out or str(checkpoint.bundled_checkpoints_dir())
-        report = tile_task.train_tile_models(
+        report = tile_experiments.train_models(
             ds, args.split, out, args.losses or tile_task.LOSS_NAMES, config, progress=not args.no_progress
         )
     except (FileNotFoundError, ValueError) as err:
@@ -137,7 +132,7 @@ def cmd_train_tiles(args: argparse.Namespace) -> int:
 def cmd_evaluate_tiles(args: argparse.Namespace) -> int:
     try:
         ds = tile_dataset(args)
-        results = tile_task.evaluate_tile_models(ds, args.split, args.model)
+        results = tile_experiments.evaluate_models(ds, args.split, args.model)
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
     return emit(results, args.json, _print_table3)
@@ -161,7 +156,7 @@ def cmd_suggest_tiles(args: argparse.Namespace) -> int:
         shape = _shape_arg(args)
         target = _tpu_target(args.target) if args.target else None
         if target is None:
-            suggestions = tile_task.suggest_tiles(args.family, shape, args.dtype, args.top, args.model)
+            suggestions = tile_experiments.suggest_tiles(args.family, shape, args.dtype, args.top, args.model)
         else:
             suggestions, note = _compiling_suggestions(
                 args.family, shape, args.dtype, args.top, args.model, target
@@ -175,7 +170,7 @@ def cmd_suggest_tiles(args: argparse.Namespace) -> int:
 
 
 def _tpu_target(name: str) -> str:
-    """``name`` if it is a TPU target of `tpucost.backends.TARGETS`; ValueError otherwise."""
+    """``name`` if it is a TPU target of `tpucost.method.backends.TARGETS`; ValueError otherwise."""
     if not backends.target(name).is_tpu:
         raise ValueError(
             f"target {name!r} is not a TPU; expected one of "
@@ -190,7 +185,7 @@ def _compiling_suggestions(
     """The model's best ``top`` configurations among those legal on the TPU backend that Mosaic
     compiles for ``target`` (asked in the model's order until ``top`` compile)."""
     compiler.require_tpu_compiler(f"--target {target} (Mosaic)")
-    ranked = tile_task.suggest_tiles(
+    ranked = tile_experiments.suggest_tiles(
         family, shape, dtype, len(tiles.candidate_configs(family, shape, dtype)), model, backend="tpu"
     )
     kept, asked = [], 0
@@ -284,7 +279,9 @@ def add_tile_commands(sub: argparse._SubParsersAction) -> None:
         ("measure-tiles", cmd_measure_tiles, "measure every legal block shape of a kernel"),
     ):
         p = sub.add_parser(name, help=what)
-        p.add_argument("family", help="a Pallas family of tpucost.tiles.TILE_FAMILIES, e.g. matmul")
+        p.add_argument(
+            "family", help="a Pallas family of tpucost.experiments.tiles.TILE_FAMILIES, e.g. matmul"
+        )
         p.add_argument("--shape", required=True, help="the problem shape, e.g. 384,640,896 for matmul M,N,K")
         p.add_argument("--dtype", default="float32")
         p.add_argument("--json", action="store_true")
@@ -310,10 +307,12 @@ def add_tile_commands(sub: argparse._SubParsersAction) -> None:
         "tiles-legal",
         help="every candidate block shape of a kernel: the TPU rules' verdict beside Mosaic's (needs libtpu)",
     )
-    p.add_argument("family", nargs="?", help="a Pallas family of tpucost.tiles.TILE_FAMILIES, e.g. matmul")
+    p.add_argument(
+        "family", nargs="?", help="a Pallas family of tpucost.experiments.tiles.TILE_FAMILIES, e.g. matmul"
+    )
     p.add_argument("--shape", help="the problem shape, e.g. 384,640,896 for matmul M,N,K")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--target", default="tpu-v5e", help="a TPU target of tpucost.backends.TARGETS")
+    p.add_argument("--target", default="tpu-v5e", help="a TPU target of tpucost.method.backends.TARGETS")
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--write-bundled",

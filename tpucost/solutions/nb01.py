@@ -19,8 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from tpucost import compat, features, hlo, kernels
-from tpucost.measure import compile_fn
+from tpucost import compat
+from tpucost.method import features, hlo, kernels
+from tpucost.method.measure import compile_fn
 from tpucost.solutions.grading import close, correct, not_attempted, quietly, require, wrong_answer
 
 #: Compile options that switch off XLA:CPU's library (YNNPACK/XNNPACK) fusions: the corpus's

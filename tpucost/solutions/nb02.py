@@ -2,7 +2,7 @@
 
 ``exercise_N`` solves exercise N and returns what it prints; ``check_N`` grades a learner's answer
 against it (`tpucost.solutions.grading`). Measure in the label mode
-(`tpucost.device.pin_to_one_core` before JAX starts), as the notebook does.
+(`tpucost.method.device.pin_to_one_core` before JAX starts), as the notebook does.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tpucost import evaluate, hlo, kernels
-from tpucost.data import kernel as kernel_data
-from tpucost.measure import Measurement, compile_fn, measure_kernels
-from tpucost.programs import Program
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.programs import Program
+from tpucost.method import hlo, kernels, metrics
+from tpucost.method.measure import Measurement, compile_fn, measure_kernels
 from tpucost.solutions.grading import close, correct, not_attempted, quietly, require
 
 #: XLA's option that switches the fusion pass off (exercise 1).
@@ -88,7 +88,7 @@ def exercise_2(
 def exercise_3(table: pd.DataFrame) -> dict[str, Any]:
     """The family whose (program, configuration) pairs have the lowest median additivity ratio.
 
-    ``table`` is `tpucost.data.additivity.additivity_table`. Also its median wall time and kernel count.
+    ``table`` is `tpucost.experiments.data.additivity.additivity_table`. Also its median wall time and kernel count.
     """
     by_family = table.groupby("family").agg(
         ratio=("additivity_ratio", "median"), wall_us=("wall_ns", "median"), kernels=("kernels", "median")
@@ -110,11 +110,9 @@ def exercise_4(frame: pd.DataFrame) -> dict[str, float]:
     Over all kernels, and the median over programs (as Table 2 in notebook 03 ranks each program's
     kernels); ``frame`` is `KernelDataset.to_frame`.
     """
-    per_program = [
-        evaluate.kendall_tau(g["n_nodes"], g["runtime_ns"]) for _, g in frame.groupby("program_id")
-    ]
+    per_program = [metrics.kendall_tau(g["n_nodes"], g["runtime_ns"]) for _, g in frame.groupby("program_id")]
     answer = {
-        "kendall_tau_all": evaluate.kendall_tau(frame["n_nodes"], frame["runtime_ns"]),
+        "kendall_tau_all": metrics.kendall_tau(frame["n_nodes"], frame["runtime_ns"]),
         "kendall_tau_median_over_programs": float(np.nanmedian(per_program)),
     }
     print({k: round(v, 3) for k, v in answer.items()})
@@ -237,7 +235,7 @@ def check_4(tau_per_program: float | None, frame: pd.DataFrame) -> bool:
     require(
         close(tau_per_program, answer["kendall_tau_median_over_programs"], 0.01),
         4,
-        "compute evaluate.kendall_tau(g['n_nodes'], g['runtime_ns']) for each program g, then the "
+        "compute metrics.kendall_tau(g['n_nodes'], g['runtime_ns']) for each program g, then the "
         "median over programs (np.nanmedian skips programs with a single kernel).",
     )
     return correct(

@@ -23,13 +23,15 @@ import numpy as np
 import pandas as pd
 from flax import nnx
 
-from tpucost import costmodel, evaluate, features, train
-from tpucost.data import kernel as kernel_data
-from tpucost.data.kernel import KernelDataset
-from tpucost.data.splits import Split
-from tpucost.features import KernelGraph
-from tpucost.models import GraphSAGE, ModelConfig
-from tpucost.results import NOVELTY_PARTS
+from tpucost.experiments import kernel_experiments
+from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.data.kernel import KernelDataset
+from tpucost.experiments.results import NOVELTY_PARTS
+from tpucost.method import features, metrics, train
+from tpucost.method.features import KernelGraph
+from tpucost.method.models import GraphSAGE, ModelConfig
+from tpucost.method.splits import Split
+from tpucost.method.tasks import kernel
 from tpucost.solutions.grading import (
     check_conclusion,
     check_runs,
@@ -39,7 +41,6 @@ from tpucost.solutions.grading import (
     quietly,
     require,
 )
-from tpucost.tasks import kernel
 
 
 class Net(nnx.Module):
@@ -64,7 +65,7 @@ def net_program(seed: int = 0) -> tuple[Callable[..., Any], tuple[jax.Array]]:
 def sage_layer_by_hand(
     layer: Any, h: jax.Array, senders: jax.Array, receivers: jax.Array, reduce: str = "sum"
 ) -> jax.Array:
-    """One GraphSAGE layer of `tpucost.models` (``neighbours="both"``) written out with jraph's segment ops.
+    """One GraphSAGE layer of `tpucost.method.models` (``neighbours="both"``) written out with jraph's segment ops.
 
     For each direction (a node's operands: edges j -> i; its users: edges i -> j), a message
     ``relu(W' h_j + b')`` per edge, reduced per node (sum, mean or max; 0 for a node without such
@@ -108,15 +109,15 @@ def exercise_2(
     """Table 2 by novelty of the bundled models on the random split (held-out programs) and the hard
     split (held-out families), side by side: per (method, split, set of rows) the MAPE >=5us, Kendall
     tau and the rows and programs they rest on, for the structure-novel rows, the unseen rows and all
-    rows (`tpucost.results.NOVELTY_PARTS`). ``max_programs`` scores only that many test programs per split."""
+    rows (`tpucost.experiments.results.NOVELTY_PARTS`). ``max_programs`` scores only that many test programs per split."""
     rows = {}
     for split_name in ("random", "hard"):
         split = kernel_data.split(ds, split_name)
         if max_programs is not None:
             split = dataclasses.replace(split, test_ids=split.test_ids[:max_programs])
-        model_dir = costmodel.default_model_dir(split_name)
+        model_dir = kernel.default_model_dir(split_name)
         for method in methods:
-            m = kernel.evaluate_split(ds, split, kernel.load_method(model_dir, method).predict)
+            m = kernel_experiments.evaluate_split(ds, split, kernel.load_method(model_dir, method).predict)
             for key, label in NOVELTY_PARTS:
                 part = m if key is None else m[key]
                 rows[(method, split_name, label)] = {
@@ -148,10 +149,10 @@ def exercise_3(
     """
     test = np.asarray(split.test)
     pred = predict([ds.graph(int(i)) for i in test])
-    table = evaluate.error_by_kind(pred, ds.runtime_ns[test], ds.kind[test])
+    table = metrics.error_by_kind(pred, ds.runtime_ns[test], ds.kind[test])
     train_counts = pd.Series(ds.kind[split.train]).value_counts()
     table["train kernels"] = [int(train_counts.get(k, 0)) for k in table.index]
-    tau = evaluate.kendall_tau(table["median_ape"], table["train kernels"])
+    tau = metrics.kendall_tau(table["median_ape"], table["train kernels"])
     print(table[["median_ape", "count", "train kernels"]].round(1).to_string())
     print(f"Kendall tau (median APE vs training kernels of the kind): {tau:.2f}")
     return {"table": table, "kendall_tau": tau}
@@ -288,9 +289,7 @@ def check_2(hard_gnn_mape: float | None) -> bool:
     if hard_gnn_mape is None:
         return not_attempted(2, "hard_gnn_mape to a percentage (a float)")
     stored = {
-        name: json.loads((costmodel.default_model_dir(name) / "evaluation.json").read_text())["results"][
-            "gnn"
-        ]
+        name: json.loads((kernel.default_model_dir(name) / "evaluation.json").read_text())["results"]["gnn"]
         for name in ("random", "hard")
     }
     expected = stored["hard"]["structure_novel"]["mape_ge5us"]

@@ -12,9 +12,11 @@ from typing import Any
 
 import pandas as pd
 
-from tpucost import evaluate, tiles, train
-from tpucost.data import tile as tile_data
-from tpucost.data.splits import Split
+from tpucost.experiments import tile_experiments, tiles
+from tpucost.experiments.data import tile as tile_data
+from tpucost.method import metrics, train
+from tpucost.method.splits import Split
+from tpucost.method.tasks import tile as tile_task
 from tpucost.solutions.grading import (
     check_conclusion,
     check_runs,
@@ -24,7 +26,6 @@ from tpucost.solutions.grading import (
     quietly,
     require,
 )
-from tpucost.tasks import tile as tile_task
 
 #: Exercise 1's kernel and problem shape.
 ATTENTION_SHAPE = (4, 512, 64)
@@ -40,7 +41,7 @@ def exercise_1() -> dict[str, Any]:
 
 def _test_scores(result: train.TrainResult, ds: tile_data.TileDataset, split: Split) -> dict[str, Any]:
     scores = tile_task.dataset_scores(result.model, ds, split.test)
-    return evaluate.ranking_metrics(scores, [ds.runtime_ns(int(i)) for i in split.test])
+    return metrics.ranking_metrics(scores, [ds.runtime_ns(int(i)) for i in split.test])
 
 
 def exercise_2(
@@ -54,7 +55,7 @@ def exercise_2(
     rows = []
     for loss in losses:
         for seed in seeds:
-            result = tile_task.train_tile_model(
+            result = tile_task.train_model(
                 ds, split, loss, workdir=None, config=dataclasses.replace(config, seed=seed), progress=False
             )
             m = _test_scores(result, ds, split)
@@ -78,7 +79,9 @@ def exercise_3(ds: tile_data.TileDataset) -> pd.DataFrame:
     left out: it has no order to lose)."""
     table = pd.DataFrame(
         {
-            split: {name: m["kendall_mean"] for name, m in tile_task.evaluate_tile_models(ds, split).items()}
+            split: {
+                name: m["kendall_mean"] for name, m in tile_experiments.evaluate_models(ds, split).items()
+            }
             for split in ("random", "hard")
         }
     )
@@ -100,7 +103,7 @@ def exercise_4(ds: tile_data.TileDataset, split: Split, config: train.TrainConfi
     for join in ("late", "early"):
         cfg = dataclasses.replace(config, model=dataclasses.replace(config.model, config_join=join))
         t0 = time.perf_counter()
-        result = tile_task.train_tile_model(ds, split, "hinge", workdir=None, config=cfg, progress=False)
+        result = tile_task.train_model(ds, split, "hinge", workdir=None, config=cfg, progress=False)
         seconds = time.perf_counter() - t0
         m = _test_scores(result, ds, split)
         rows.append(

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from tpucost import autotune
+from tpucost.experiments import autotune
 from tpucost.solutions.grading import close, correct, not_attempted, quietly, require, wrong_answer
 
 

@@ -1,0 +1,283 @@
+"""The searches ("arms") of the protocol, each under a device budget.
+
+* `device_only_search` drives a strategy with measurements until the device budget is spent;
+* `model_guided_search` (the paper's) drives it with predictions over a number of candidates
+  (search time, not device time), then measures the best-predicted candidates, best first, until
+  the same device budget is spent;
+* `random_order_search`, the control: the model-guided search's candidates measured in a random
+  order, so that its difference to model-guided is what the model's *ranking* adds;
+* `heuristic_search`: a fixed list of candidates a user would try without any model (e.g. largest
+  block first), measured in order.
+
+Each returns a `SearchRun`. Measuring a candidate costs its compile plus its runs (the measurement
+compiles again even when the model compiled the candidate to score it); the budget is checked
+before each measurement, so a search ends at most one candidate past it. The equal-wall-time arms
+are in `tpucost.experiments.autotune.wall_time`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tpucost.method.autotune.evaluation import Evaluation, Evaluator
+from tpucost.method.autotune.space import Config, Space
+from tpucost.method.autotune.strategies import StrategyFactory, strategy_factory
+
+__all__ = [
+    "BUDGETS",
+    "SearchRun",
+    "run_search",
+    "measure_in_order",
+    "score_candidates",
+    "device_only_search",
+    "model_guided_search",
+    "random_order_search",
+    "heuristic_search",
+]
+
+#: What a search's budget counts: ``"device_seconds"`` (the paper's: the model's search is free)
+#: or ``"wall_time"`` (host + device seconds, what a CPU user waits for).
+BUDGETS: tuple[str, ...] = ("device_seconds", "wall_time")
+
+
+@dataclasses.dataclass
+class SearchRun:
+    """One search: its measurements (in order), predictions, and what it spent.
+
+    ``measured``: ``(config, measured ns, device seconds spent after it)`` per measured candidate.
+    ``predicted``: ``(config, predicted ns)`` per candidate the model scored (model-guided only).
+    ``history``: ``(device seconds, best measured ns so far)`` after each measurement.
+    ``search_seconds``: host seconds spent predicting (compiling included; 0 for device-only);
+    ``search_compile_seconds`` of those compiling. ``device_compile_seconds``: device seconds
+    spent compiling the measured candidates. ``budget``: what the budget counted (`BUDGETS`);
+    ``wall_seconds``: the search's wall-clock time, predicting and measuring.
+    """
+
+    strategy: str
+    start: str
+    seed: int
+    start_config: Config
+    budget: str = "device_seconds"
+    measured: list[tuple[Config, float, float]] = dataclasses.field(default_factory=list)
+    predicted: list[tuple[Config, float]] = dataclasses.field(default_factory=list)
+    device_seconds: float = 0.0
+    device_compile_seconds: float = 0.0
+    search_seconds: float = 0.0
+    search_compile_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    @property
+    def best_config(self) -> Config:
+        return dict(min(self.measured, key=lambda m: m[1])[0]) if self.measured else dict(self.start_config)
+
+    @property
+    def best_measured_ns(self) -> float:
+        return min((m[1] for m in self.measured), default=math.nan)
+
+    @property
+    def history(self) -> list[tuple[float, float]]:
+        out, best = [], math.inf
+        for _, ns, spent in self.measured:
+            best = min(best, ns)
+            out.append((spent, best))
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "best_config": self.best_config,
+            "best_in_search_ns": self.best_measured_ns,
+            "device_seconds": self.device_seconds,
+            "device_compile_seconds": self.device_compile_seconds,
+            "candidates_measured": len(self.measured),
+            "candidates_predicted": len(self.predicted),
+            "search_seconds": self.search_seconds,
+            "search_compile_seconds": self.search_compile_seconds,
+            "wall_seconds": self.wall_seconds,
+        }
+
+    def measure(self, measurer: Evaluator, config: Config) -> None:
+        """Measure ``config`` and record it (device seconds, compile seconds, the measurement)."""
+        ev = measurer(config)
+        self.device_seconds += ev.seconds
+        self.device_compile_seconds += ev.compile_seconds
+        self.measured.append((dict(config), ev.cost_ns, self.device_seconds))
+
+
+def run_search(
+    space: Space,
+    evaluator: Evaluator,
+    strategy: str | StrategyFactory,
+    start: Config,
+    rng: np.random.Generator,
+    max_candidates: int | None = None,
+    budget_s: float | None = None,
+    on_result: Callable[[Config, Evaluation, float], None] | None = None,
+) -> list[tuple[Config, Evaluation]]:
+    """Drive ``strategy`` from ``start`` with ``evaluator`` until ``max_candidates`` distinct
+    candidates are evaluated, or the evaluator's seconds reach ``budget_s`` (checked before each
+    new candidate, so the last one may end past it), or the strategy has nothing left.
+
+    Returns ``(config, evaluation)`` per distinct candidate, in order; ``on_result(config,
+    evaluation, seconds spent so far)`` is called after each.
+    """
+    if max_candidates is None and budget_s is None:
+        raise ValueError("give max_candidates or budget_s, or the search never ends")
+    search = strategy_factory(strategy)(space, dict(start), rng)
+    done: dict[tuple[int, ...], Evaluation] = {}
+    order: list[tuple[Config, Evaluation]] = []
+    spent, repeats = 0.0, 0
+    while True:
+        if max_candidates is not None and len(done) >= max_candidates:
+            break
+        if budget_s is not None and spent >= budget_s:
+            break
+        progress = max(
+            len(done) / max_candidates if max_candidates else 0.0, spent / budget_s if budget_s else 0.0
+        )
+        config = search.propose(progress)
+        if config is None:
+            break
+        key = space.key(config)
+        if key in done:  # a strategy may propose a configuration twice: it costs nothing
+            repeats += 1
+            if repeats > 10 * space.size + 1000:
+                break
+            search.observe(config, done[key].cost_ns)
+            continue
+        ev = evaluator(config)
+        spent += ev.seconds
+        done[key] = ev
+        order.append((config, ev))
+        if on_result is not None:
+            on_result(config, ev, spent)
+        search.observe(config, ev.cost_ns)
+    return order
+
+
+def device_only_search(
+    space: Space,
+    measurer: Evaluator,
+    start: Config,
+    budget_s: float,
+    strategy: str | StrategyFactory = "anneal",
+    seed: int = 0,
+    start_name: str = "",
+) -> SearchRun:
+    """The baseline: ``strategy`` driven by measurements on the device until ``budget_s`` device
+    seconds are spent (the last measurement may end past it)."""
+    run = SearchRun("device_only", start_name, seed, dict(start))
+    t0 = time.perf_counter()
+
+    def record(config: Config, ev: Evaluation, spent: float) -> None:
+        run.device_seconds = spent
+        run.device_compile_seconds += ev.compile_seconds
+        run.measured.append((dict(config), ev.cost_ns, spent))
+
+    run_search(
+        space,
+        measurer,
+        strategy,
+        start,
+        np.random.default_rng([seed, 0]),
+        budget_s=budget_s,
+        on_result=record,
+    )
+    run.wall_seconds = time.perf_counter() - t0
+    return run
+
+
+def model_guided_search(
+    space: Space,
+    predictor: Evaluator,
+    measurer: Evaluator,
+    start: Config,
+    budget_s: float,
+    n_candidates: int,
+    strategy: str | StrategyFactory = "anneal",
+    seed: int = 0,
+    start_name: str = "",
+) -> SearchRun:
+    """The paper's protocol: ``strategy`` driven by ``predictor`` over ``n_candidates`` distinct
+    candidates (search time, not device time), then the candidates measured in order of predicted
+    cost, best first, until ``budget_s`` device seconds are spent (the last may end past it)."""
+    t0 = time.perf_counter()
+    run = SearchRun("model_guided", start_name, seed, dict(start))
+    ranked = score_candidates(run, space, predictor, strategy, start, n_candidates)
+    measure_in_order(run, measurer, ranked, budget_s)
+    run.wall_seconds = time.perf_counter() - t0
+    return run
+
+
+def score_candidates(
+    run: SearchRun,
+    space: Space,
+    predictor: Evaluator,
+    strategy: str | StrategyFactory,
+    start: Config,
+    n_candidates: int,
+    budget_s: float | None = None,
+) -> list[Config]:
+    """``strategy`` driven by ``predictor`` from ``start`` over ``n_candidates`` distinct candidates
+    (or until ``budget_s`` seconds of predicting), recorded in ``run`` (``predicted``, search
+    seconds); returns the candidates best-predicted first (stable: ties keep search order)."""
+    scored = run_search(
+        space,
+        predictor,
+        strategy,
+        start,
+        np.random.default_rng([run.seed, 0]),
+        max_candidates=n_candidates,
+        budget_s=budget_s,
+    )
+    run.predicted = [(dict(c), ev.cost_ns) for c, ev in scored]
+    run.search_seconds = sum(ev.seconds for _, ev in scored)
+    run.search_compile_seconds = sum(ev.compile_seconds for _, ev in scored)
+    return [c for c, _ in sorted(run.predicted, key=lambda p: p[1])]
+
+
+def measure_in_order(run: SearchRun, measurer: Evaluator, configs: Sequence[Config], budget_s: float) -> None:
+    """Measure ``configs`` in order into ``run`` until its device seconds reach ``budget_s``
+    (checked before each, so the last may end past it) or the list ends."""
+    for config in configs:
+        if run.device_seconds >= budget_s:
+            break
+        run.measure(measurer, config)
+
+
+def random_order_search(guided: SearchRun, measurer: Evaluator, budget_s: float, seed: int = 0) -> SearchRun:
+    """The control arm: the candidates ``guided`` (a model-guided search) scored, measured in a
+    random order (drawn from ``seed``) instead of best-predicted first, with the same device
+    budget. It shares ``guided``'s search, so its search seconds are ``guided``'s."""
+    t0 = time.perf_counter()
+    run = dataclasses.replace(
+        guided, strategy="random_order", measured=[], device_seconds=0.0, device_compile_seconds=0.0
+    )
+    order = np.random.default_rng([seed, 2]).permutation(len(guided.predicted))
+    measure_in_order(run, measurer, [guided.predicted[i][0] for i in order], budget_s)
+    run.wall_seconds = guided.search_seconds + time.perf_counter() - t0
+    return run
+
+
+def heuristic_search(
+    candidates: Sequence[Config],
+    measurer: Evaluator,
+    budget_s: float,
+    seed: int = 0,
+    start_name: str = "",
+) -> SearchRun:
+    """The no-model arm: ``candidates`` (what a user would try first, in order: e.g. largest block
+    first, `tpucost.experiments.autotune.tunable.heuristic_candidates`) measured in order with ``budget_s``
+    device seconds. It ignores the start; ``start_name`` and ``seed`` only label the run."""
+    if not candidates:
+        raise ValueError("the heuristic arm needs at least one candidate")
+    t0 = time.perf_counter()
+    run = SearchRun("heuristic", start_name, seed, dict(candidates[0]))
+    measure_in_order(run, measurer, candidates, budget_s)
+    run.wall_seconds = time.perf_counter() - t0
+    return run
