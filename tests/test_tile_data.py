@@ -278,7 +278,7 @@ def test_missing_data_sets_say_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="finalize_tiles"):
         tile_data.load_tile_dataset(tmp_path)
     monkeypatch.setenv(files.DATA_DIR_ENV, str(tmp_path / "nowhere"))
-    assert tile_data.default_tiles_dir() == tmp_path / "nowhere" / "tiles_cpu"
+    assert tile_data.default_data_dir() == tmp_path / "nowhere" / "tiles_cpu"
     with pytest.raises(FileNotFoundError, match=files.DATA_DIR_ENV):
         tile_data.load_tile_dataset()
     tile_data.save_tile_dataset(synthetic(), tmp_path / "nowhere" / "tiles_cpu")

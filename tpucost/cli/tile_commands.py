@@ -42,7 +42,7 @@ def cmd_tile_noise(args: argparse.Namespace) -> int:
     try:
         label_mode(args)
         report = tile_collection.measure_tile_noise(
-            args.dir or tile_data.default_tiles_dir(), args.sample, args.seed, progress=not args.no_progress
+            args.dir or tile_data.default_data_dir(), args.sample, args.seed, progress=not args.no_progress
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return fail(err)

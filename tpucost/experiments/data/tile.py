@@ -104,7 +104,7 @@ __all__ = [
     "feature_spec_for",
     "save_tile_dataset",
     "load_tile_dataset",
-    "default_tiles_dir",
+    "default_data_dir",
     "from_tpugraphs",
     "SPLITS",
     "split",
@@ -446,7 +446,7 @@ def save_tile_dataset(ds: TileDataset, out_dir: str | os.PathLike) -> Path:
     return out
 
 
-def default_tiles_dir() -> Path:
+def default_data_dir() -> Path:
     """The bundled tile data set: ``tpucost.files.bundled_dir() / "tiles_cpu"``."""
     return bundled_dir() / BUNDLED_NAME
 
@@ -457,7 +457,7 @@ def load_tile_dataset(path: str | os.PathLike | None = None) -> TileDataset:
     Raises FileNotFoundError when the folder holds no tile data set at all, ValueError naming the
     file and the field when a file is missing or malformed.
     """
-    root = Path(path) if path is not None else default_tiles_dir()
+    root = Path(path) if path is not None else default_data_dir()
     schema_path, tiles_path, device_path = root / SCHEMA_FILE, root / TILES_FILE, root / collection.DEVICE
     if not schema_path.exists() and not tiles_path.exists():
         hint = f" {missing_bundled_hint(root)}" if path is None else ""
