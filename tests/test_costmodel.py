@@ -149,7 +149,7 @@ def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path)
 
 
 def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch, capsys):
-    """`run_experiment` keeps each network's per-epoch state in ``<method>-training`` until it
+    """`kernel_experiments.train_models` keeps each network's per-epoch state in ``<method>-training`` until it
     finishes: killed after its second epoch, the same call runs only the epochs left and gives the
     model of an uninterrupted run; the state is gone once the checkpoint is saved."""
     tiny_model = models.ModelConfig(opcode_embed=4, hidden=8, num_layers=1)

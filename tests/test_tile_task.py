@@ -358,7 +358,7 @@ def test_largest_block_scores_put_the_largest_volume_first_and_tie_equal_volumes
 
 
 def test_table_3_has_both_heuristics_beside_the_models(dataset, split, tmp_path):
-    """`evaluate_tile_models` reports ``largest_block`` and ``fewest_steps`` on the same test kernels
+    """`tile_experiments.evaluate_models` reports ``largest_block`` and ``fewest_steps`` on the same test kernels
     as the models, computed by the same metric from the heuristics' scores."""
     config = dataclasses.replace(_config(dataset), epochs=1)
     tile_experiments.train_models(
@@ -432,7 +432,7 @@ def test_leave_family_out_holds_each_family_out_scores_like_table_3_and_resumes(
     assert "largest block first" in table and f"{summary['mean']['gnn_rank']['kendall_mean']:.3f}" in table
 
     # Resumed: the finished families are read back, nothing is trained again.
-    monkeypatch.setattr(tile_task, "train_tile_model", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(tile_task, "train_model", lambda *a, **k: pytest.fail("trained again"))
     again = tile_experiments.leave_family_out(ds, tmp_path, ["hinge"], config=config, progress=False)
     assert again["mean"] == summary["mean"]
     with pytest.raises(ValueError, match="two others"):

@@ -1,7 +1,11 @@
-"""The paper's two learning problems, one module each: `tpucost.method.tasks.kernel` (each kernel's runtime,
-Table 2) and `tpucost.method.tasks.tile` (ranking a kernel's tile-size configurations, Table 3).
+"""The paper's two learning problems, one module each, with the same verbs: `tpucost.method.tasks.kernel`
+(each kernel's runtime, Table 2) and `tpucost.method.tasks.tile` (ranking a kernel's tile-size
+configurations, Table 3).
 
-A task builds batches, defines the loss and owns its experiments (training every method of a
-split, evaluating them); the loop (`tpucost.method.train.train_and_evaluate`), the models and the
-checkpoints are shared. Import the task modules themselves: ``from tpucost.method.tasks import kernel``.
+Each module defines its batch (`KernelBatch`, `TileBatch`), its `Task` for the shared training loop
+(`tpucost.method.train.train_and_evaluate`: batches, loss, metadata), `predict`, `load_model` and
+`default_model_dir`. Training every method of a split and scoring it beside the baselines is an
+experiment: `tpucost.experiments.kernel_experiments` and `tpucost.experiments.tile_experiments`
+(both with `train_models` and `evaluate_models`). Import the task modules themselves:
+``from tpucost.method.tasks import kernel``.
 """
