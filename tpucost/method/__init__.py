@@ -24,3 +24,4 @@ Each module is one step of "A Learned Performance Model for Tensor Processing Un
 
 Nothing here imports `tpucost.experiments` (the program corpus, the tile kernels, the data sets and
 their collection, calibration, the autotuning protocol, reports and tables); a test keeps it so.
+"""
