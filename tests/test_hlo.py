@@ -633,6 +633,7 @@ def _mutated(draw, seeds: list[str]):
     return draw(st.binary(max_size=300)).decode("latin-1")
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_fuzzed_input_raises_only_hlo_parse_error(fuzz_seeds, data):

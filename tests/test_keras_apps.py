@@ -43,6 +43,7 @@ def _need_keras() -> None:
         pytest.skip("Keras is not installed (the corpus extra)")
 
 
+@pytest.mark.slow
 def test_a_keras_model_is_a_corpus_program_with_a_training_mode():
     _need_keras()
     forward = make_program("keras_mobilenet", "forward", 0, 0)

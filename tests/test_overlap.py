@@ -52,6 +52,7 @@ def test_a_program_overlaps_the_data_it_was_recorded_in_and_not_another():
     assert unseen["kernels"] > 0 and unseen["in_data"] == 0 and unseen["share_in_training"] == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.newest_only
 def test_bundled_examples_report_their_overlap_with_the_training_data(capsys):
     """A corpus program of the training part is wholly in it; the built-in examples' overlap is
