@@ -17,6 +17,7 @@ import pytest
 from tpucost import cli
 from tpucost.experiments import autotune, plots, tiles
 from tpucost.experiments.autotune import evaluators, protocol
+from tpucost.experiments.configs import autotune as autotune_config
 from tpucost.experiments.programs.examples import EXAMPLES
 from tpucost.method.tasks import tile as tile_task
 
@@ -397,7 +398,7 @@ def test_report_and_comparison_tables():
     assert len(table) == 2 * 4 * 2 and set(table["strategy"]) == set(autotune.ARMS)  # budgets x arms x starts
     assert set(table["budget"]) == set(autotune.BUDGETS)
     assert len(autotune.report_table(_report(), budget="wall_time")) == 8
-    comparison = autotune.comparison_table({"a": _report("a"), "b": _report("b", noise=None)})
+    comparison = autotune.arms_comparison_table({"a": _report("a"), "b": _report("b", noise=None)})
     assert comparison["model vs control %"].iloc[0] == pytest.approx(2.0)
     assert comparison["model vs heuristic %"].iloc[0] == pytest.approx(3.0)
     assert comparison["wall: model vs device-only %"].iloc[0] == pytest.approx(2.5)
@@ -540,20 +541,7 @@ def test_progress_is_drawn_in_measured_milliseconds():
 
 
 def _tiny_autotune(spec: str, workdir: Path, **kw):
-    return autotune.autotune(
-        spec,
-        "program",
-        0.2,
-        seeds=(0,),
-        n_candidates=2,
-        repeats=1,
-        fresh_rounds=1,
-        fresh_process=False,
-        workdir=workdir,
-        noise_processes=0,
-        scoring="sequential",
-        **kw,
-    )
+    return autotune.autotune(spec, autotune_config.get_smoke_config(**kw), workdir=workdir)
 
 
 @pytest.mark.measures
@@ -587,7 +575,11 @@ def test_a_killed_autotune_resumes_from_its_journal(tmp_path, monkeypatch):
         ValueError, match=r"autotune-runs\.jsonl: written for another experiment \(budget_seconds"
     ):
         autotune.autotune(
-            spec, "program", 0.5, seeds=(0,), n_candidates=2, repeats=1, fresh_process=False, workdir=workdir
+            spec,
+            autotune_config.AutotuneConfig(
+                budget_s=0.5, seeds=(0,), n_candidates=2, repeats=1, fresh_process=False
+            ),
+            workdir=workdir,
         )
     journal.write_text("not json\n")
     with pytest.raises(ValueError, match=r"autotune-runs\.jsonl: line 1, column 1"):
@@ -596,6 +588,6 @@ def test_a_killed_autotune_resumes_from_its_journal(tmp_path, monkeypatch):
 
 def test_comparison_table_quotes_the_paper_for_the_program_space_only():
     tile = {**_report("c"), "space": "tile"}
-    comparison = autotune.comparison_table({"a": _report("a"), "c": tile})
+    comparison = autotune.arms_comparison_table({"a": _report("a"), "c": tile})
     assert list(comparison["paper %"][:2]) == [2.0, 8.0]
     assert comparison["paper %"][2:].isna().all()

@@ -28,6 +28,7 @@ from tpucost import tpu_host
 from tpucost.cli import common
 from tpucost.experiments import autotune
 from tpucost.experiments.autotune import protocol, wall_time
+from tpucost.experiments.configs import autotune as autotune_config
 from tpucost.method import device
 
 remeasure = importlib.import_module(
@@ -208,18 +209,16 @@ def test_an_accelerator_autotune_measures_scores_and_takes_its_noise_floor_in_on
     _simulate(monkeypatch, backend)
     monkeypatch.setattr(wall_time, "scoring_cores", lambda: [1])  # spare cores that must stay unused
     model = CostModel.load(calibrated=False)
-    report = autotune.autotune(
-        tiny_spec,
-        "program",
-        0.2,
+    config = autotune_config.AutotuneConfig(
+        budget_s=0.2,
         seeds=(0,),
         n_candidates=2,
         starts=("from_default",),
-        cost_model=model,
         repeats=1,
         fresh_rounds=1,
         noise_processes=2,  # fresh_process=True, scoring="auto": what the notebook and the CLI ask for
-    ).report
+    )
+    report = autotune.autotune(tiny_spec, config, cost_model=model).report
     assert starts == []
     assert report["backend"] == backend
     fresh = report["fresh_process"]
@@ -318,19 +317,17 @@ def test_on_cpu_the_remeasurement_noise_floor_and_scoring_use_separate_processes
     _simulate(monkeypatch, "cpu")
     calls: list = []
     monkeypatch.setattr(remeasure.subprocess, "run", _fake_child("cpu", calls))
-    report = autotune.autotune(
-        tiny_spec,
-        "program",
-        0.2,
+    config = autotune_config.AutotuneConfig(
+        budget_s=0.2,
         seeds=(0,),
         n_candidates=2,
         starts=("from_default",),
-        cost_model=CostModel.load(calibrated=False),
         repeats=1,
         fresh_rounds=1,
         noise_processes=2,
         budgets=("device_seconds",),
-    ).report
+    )
+    report = autotune.autotune(tiny_spec, config, cost_model=CostModel.load(calibrated=False)).report
     assert len(calls) == 1 + 2  # the re-measurement, then two noise processes
     assert all(c["cmd"][1:] == ["-m", "tpucost.experiments.autotune"] for c in calls)
     fresh = report["fresh_process"]
@@ -350,18 +347,16 @@ def test_on_cpu_the_remeasurement_noise_floor_and_scoring_use_separate_processes
     monkeypatch.setattr(wall_time, "scoring_cores", lambda: [1])
     monkeypatch.setattr(wall_time, "ScoringWorker", worker)
     with pytest.raises(_Spawned):
-        autotune.autotune(
-            tiny_spec,
-            "program",
-            0.2,
+        config = autotune_config.AutotuneConfig(
+            budget_s=0.2,
             seeds=(0,),
             n_candidates=2,
             starts=("from_default",),
-            cost_model=CostModel.load(calibrated=False),
             repeats=1,
             arms=("device_only", "model_guided"),
             noise_processes=0,
         )
+        autotune.autotune(tiny_spec, config, cost_model=CostModel.load(calibrated=False))
 
 
 # ------------------------------------------------------------------- reports of one backend only
@@ -370,11 +365,11 @@ def test_on_cpu_the_remeasurement_noise_floor_and_scoring_use_separate_processes
 def test_reports_of_different_backends_are_not_compared():
     cpu, tpu = dict(_report("a"), backend="cpu"), dict(_report("b"), backend="tpu")
     assert (
-        autotune.comparison_table({"a": cpu, "b": dict(_report("b"), backend="cpu")}).attrs["backend"]
+        autotune.arms_comparison_table({"a": cpu, "b": dict(_report("b"), backend="cpu")}).attrs["backend"]
         == "cpu"
     )
     with pytest.raises(device.BackendMismatch) as err:
-        autotune.comparison_table({"a": cpu, "b": tpu})
+        autotune.arms_comparison_table({"a": cpu, "b": tpu})
     assert "\n" not in str(err.value) and "a on cpu, b on tpu" in str(err.value)
     mixed = dict(cpu, noise={"spread": 0.02, "backend": "tpu"})  # a noise floor of another backend
     for read in (autotune.findings, autotune.report_table):

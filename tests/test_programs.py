@@ -14,15 +14,18 @@ from tpucost.experiments.programs import (
     CONFIGURATIONS,
     DEFAULT_FAMILIES,
     FAMILIES,
+    FAMILY_GROUPS,
     FORMS,
     WRITTEN_BY_OTHERS,
     WRITTEN_HERE,
     Program,
+    ProgramFamily,
     applicable_configurations,
     buildable,
     compile_program,
     configurations_for,
     count_kernels,
+    family_groups,
     generate_programs,
     kernel_signatures,
     make_program,
@@ -52,9 +55,29 @@ def _same_structure(a, b) -> bool:
 
 def test_families_and_forms():
     assert len(FAMILIES) >= 13 and len(set(FAMILIES)) == len(FAMILIES)
-    assert FAMILIES == WRITTEN_HERE + WRITTEN_BY_OTHERS and len(WRITTEN_BY_OTHERS) >= 10
+    assert tuple(FAMILIES) == WRITTEN_HERE + WRITTEN_BY_OTHERS and len(WRITTEN_BY_OTHERS) >= 10
     assert WRITTEN_HERE[: len(DEFAULT_FAMILIES)] == DEFAULT_FAMILIES
     assert FORMS == ("forward", "grad", "train_step")
+    assert all(name == f.name and callable(f.generate) for name, f in FAMILIES.items())
+
+
+def test_every_family_is_in_exactly_one_leave_group_out_group():
+    """A family missing from FAMILY_GROUPS would stay in training in every leave-group-out run."""
+    grouped = [f for members in FAMILY_GROUPS.values() for f in members]
+    assert sorted(grouped) == sorted(FAMILIES), set(FAMILIES) ^ set(grouped)
+    assert all(FAMILIES[f].group == group for group, members in FAMILY_GROUPS.items() for f in members)
+    assert FAMILY_GROUPS["written_by_others"] == WRITTEN_BY_OTHERS
+    # The groups the bundled leave-group-out experiment ran, in its order.
+    assert list(FAMILY_GROUPS) == [
+        "dense", "convolutional", "attention", "recurrent", "sparse", "random_ops", "written_by_others"
+    ]  # fmt: skip
+    assert FAMILY_GROUPS["sparse"] == ("embedding_scatter", "graph_message_passing", "hashed_embedding")
+
+
+def test_family_groups_are_derived_from_the_records():
+    extra = ProgramFamily("my_family", FAMILIES["mlp"].generate, "new_group")
+    groups = family_groups({**FAMILIES, "my_family": extra})
+    assert groups["new_group"] == ("my_family",) and groups["dense"] == FAMILY_GROUPS["dense"]
 
 
 def test_the_default_corpus_stays_the_programs_it_was():

@@ -14,6 +14,8 @@ import json
 
 from tpucost.cli.common import all_cores_flag, emit, fail, label_mode
 from tpucost.experiments import autotune
+from tpucost.experiments.configs import autotune as autotune_config
+from tpucost.method.autotune.strategies import STRATEGIES
 from tpucost.method.costmodel import CostModel
 
 
@@ -28,24 +30,27 @@ def cmd_autotune(args: argparse.Namespace) -> int:
             raise ValueError("--wall-budget-seconds must be > 0")
         if args.noise_processes < 0:
             raise ValueError("--noise-processes must be >= 0")
+        config = autotune_config.get_config(
+            space=args.space,
+            budget_s=args.budget_seconds,
+            wall_budget_s=args.wall_budget_seconds,
+            seeds=range(args.seeds),
+            search=args.search,
+            n_candidates=args.candidates,
+            repeats=args.repeats,
+            noise_processes=args.noise_processes,
+            scoring=args.scoring,
+        )
         cost_model = None
         if args.space == "program":
             cost_model = CostModel.load(args.model)
         result = autotune.autotune(
             args.program,
-            args.space,
-            args.budget_seconds,
-            seeds=range(args.seeds),
-            search=args.search,
-            n_candidates=args.candidates,
+            config,
             cost_model=cost_model,
             tile_model_dir=args.model if args.space == "tile" else None,
-            repeats=args.repeats,
             progress=True,  # to stderr: the JSON on stdout stays clean
             workdir=args.workdir,
-            wall_budget_s=args.wall_budget_seconds,
-            noise_processes=args.noise_processes,
-            scoring=args.scoring,
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return fail(err)
@@ -98,6 +103,7 @@ def _print_arms(strategies: dict, faster_than: dict) -> None:
 
 
 def add_autotune_command(sub: argparse._SubParsersAction) -> None:
+    defaults = autotune_config.get_config()  # the bundled experiments' settings, named once
     p = sub.add_parser(
         "autotune",
         help="device-only, model-guided, random-order control and heuristic search of a program's "
@@ -105,8 +111,8 @@ def add_autotune_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--space",
-        choices=("program", "tile"),
-        default="program",
+        choices=autotune_config.SPACES,
+        default=defaults.space,
         help="program: NAME.space knobs x XLA compile options; tile: block shapes of NAME.kernels",
     )
     p.add_argument(
@@ -126,26 +132,30 @@ def add_autotune_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--noise-processes",
         type=int,
-        default=3,
+        default=defaults.noise_processes,
         help="fresh processes that re-measure the default after the searches (the noise floor; 0: none); "
         "on a TPU or GPU re-measurements in this process (one process holds the device)",
     )
     p.add_argument(
         "--scoring",
-        choices=("auto", "sequential"),
-        default="auto",
+        choices=autotune_config.SCORINGS,
+        default=defaults.scoring,
         help="wall-time arms: auto scores on the cores outside the measuring one when there are any "
         "(XLA:CPU only: on a TPU or GPU it scores in this process)",
     )
-    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
-    p.add_argument("--search", choices=("anneal", "random"), default="anneal")
+    p.add_argument("--seeds", type=int, default=len(defaults.seeds), help="seeds 0..N-1")
+    p.add_argument("--search", choices=tuple(STRATEGIES), default=defaults.search)
     p.add_argument(
         "--candidates",
         type=int,
         default=None,
-        help="candidates the model scores per search (default 100 program, 2000 tile)",
+        help="candidates the model scores per search (default "
+        + ", ".join(f"{n} {space}" for space, n in autotune_config.CANDIDATES.items())
+        + ")",
     )
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per measured candidate (minimum)")
+    p.add_argument(
+        "--repeats", type=int, default=defaults.repeats, help="timed runs per measured candidate (minimum)"
+    )
     p.add_argument(
         "--model", default=None, help="kernel model folder (program) or tile model checkpoint (tile)"
     )

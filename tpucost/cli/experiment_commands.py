@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ from tpucost.cli.common import fail, names
 from tpucost.cli.kernel_commands import kernel_dataset
 from tpucost.cli.tile_commands import tile_dataset
 from tpucost.experiments import kernel_experiments, results, tile_experiments
-from tpucost.method.tasks import kernel
+from tpucost.experiments.configs import table2, table3
 from tpucost.method.tasks import tile as tile_task
 from tpucost.method.train import TrainConfig
 
@@ -63,7 +64,8 @@ def cmd_tile_leave_family_out(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> TrainConfig:
     """The training settings of an experiment command: the bundled models' (``--epochs`` to change)."""
-    return TrainConfig(epochs=args.epochs) if args.epochs else TrainConfig()
+    config = table2.get_config().train
+    return dataclasses.replace(config, epochs=args.epochs) if args.epochs else config
 
 
 def _print_summary(run: Callable[..., dict], args: argparse.Namespace, **options: Any) -> int:
@@ -101,6 +103,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
+    kernel_defaults, tile_defaults = table2.get_config(), table3.get_config()  # named once, there
     e = sub.add_parser("experiment", help="the experiments behind the bundled results").add_subparsers(
         dest="experiment_command", required=True
     )
@@ -115,9 +118,17 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"comma-separated of {','.join(kernel_experiments.HPARAM_TRIALS)}",
     )
-    p.add_argument("--epochs", type=int, default=12, help="epochs per trial (early stopping on validation)")
     p.add_argument(
-        "--split", choices=["random", "hard"], default="random", help="whose validation programs score"
+        "--epochs",
+        type=int,
+        default=kernel_defaults.hparam_epochs,
+        help="epochs per trial (early stopping on validation)",
+    )
+    p.add_argument(
+        "--split",
+        choices=["random", "hard"],
+        default=kernel_defaults.hparam_split,
+        help="whose validation programs score",
     )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_hparam_search)
@@ -125,7 +136,9 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
         "tile-seeds", help="tile models of every loss on several random splits: the spread of Table 3"
     )
     p.add_argument("--data", default=None)
-    p.add_argument("--seeds", type=lambda t: [int(x) for x in names(t)], default=[0, 1, 2])
+    p.add_argument(
+        "--seeds", type=lambda t: [int(x) for x in names(t)], default=list(tile_defaults.split_seeds)
+    )
     p.add_argument("--out", default=None, help="write the report JSON here")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_tile_seeds)
@@ -135,7 +148,12 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--data", default=None, help="tile data folder (default: the bundled one)")
     p.add_argument("--out", required=True, help="results folder (resumed: finished families are kept)")
-    p.add_argument("--losses", type=names, default=["hinge", "mse"], help="default hinge,mse")
+    p.add_argument(
+        "--losses",
+        type=names,
+        default=list(tile_defaults.leave_family_out_losses),
+        help=f"default {','.join(tile_defaults.leave_family_out_losses)}",
+    )
     p.add_argument("--epochs", type=int, default=None, help="epochs (default: the bundled models' 40)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_tile_leave_family_out)
@@ -143,18 +161,18 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
         "leave-group-out",
         help="kernel models trained without each family group and scored on it (mean and worst group)",
     )
-    _experiment_arguments(p, default_methods=",".join(kernel.METHODS))
+    _experiment_arguments(p, default_methods=",".join(kernel_defaults.methods))
     p.set_defaults(func=cmd_leave_group_out)
     p = e.add_parser(
         "learning-curve",
         help="kernel models trained on growing parts of the training programs, unseen-kernel MAPE",
     )
-    _experiment_arguments(p, default_methods="gnn")
+    _experiment_arguments(p, default_methods=",".join(kernel_defaults.learning_curve_methods))
     p.add_argument(
         "--fractions",
         type=lambda t: [float(x) for x in names(t)],
-        default=[0.125, 0.25, 0.5, 1.0],
-        help="fractions of the training programs (default 0.125,0.25,0.5,1)",
+        default=list(kernel_defaults.fractions),
+        help=f"fractions of the training programs (default {','.join(f'{x:g}' for x in kernel_defaults.fractions)})",
     )
     p.set_defaults(func=cmd_learning_curve)
     p = e.add_parser(

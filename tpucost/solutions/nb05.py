@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tpucost.experiments import autotune
+from tpucost.experiments.configs import autotune as autotune_config
 from tpucost.solutions.grading import close, correct, not_attempted, quietly, require, wrong_answer
 
 
@@ -41,17 +42,16 @@ def exercise_2(
     strategy, at the same budget: mean speedup over the default (fresh-process figures)."""
     rows = []
     for search in ("anneal", "random"):
-        report = autotune.autotune(
-            program,
-            "program",
-            budget_s,
+        config = autotune_config.get_config(
+            budget_s=budget_s,
             seeds=seeds,
             search=search,
             n_candidates=n_candidates,
             arms=("device_only", "model_guided"),  # the paper's two, at equal device seconds
             budgets=("device_seconds",),
             noise_processes=0,
-        ).report
+        )
+        report = autotune.autotune(program, config).report
         for strategy, starts in report["strategies"].items():
             for start, entry in starts.items():
                 rows.append(
@@ -117,9 +117,10 @@ def exercise_3(
     folder = Path(folder or tempfile.mkdtemp(prefix="tpucost-nb05-"))
     path = folder / "my_program.py"
     path.write_text(textwrap.dedent(MY_PROGRAM))
-    report = autotune.autotune(
-        f"{path}:my_mlp", "program", budget_s, seeds=(0,), n_candidates=n_candidates, noise_processes=1
-    ).report
+    config = autotune_config.get_config(
+        budget_s=budget_s, seeds=(0,), n_candidates=n_candidates, noise_processes=1
+    )
+    report = autotune.autotune(f"{path}:my_mlp", config).report
     for strategy, starts in report["strategies"].items():
         for start, e in starts.items():
             print(f"{strategy:<13} {start:<13} {e['speedup_vs_default']:.3f}x  {e['best_config']}")

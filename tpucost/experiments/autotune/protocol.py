@@ -84,6 +84,7 @@ from tpucost.experiments.autotune.evaluators import (
 from tpucost.experiments.autotune.journal import Journal
 from tpucost.experiments.autotune.remeasure import remeasure, remeasure_in_fresh_process, separate_processes
 from tpucost.experiments.autotune.tunable import Tunable, heuristic_candidates, load_tunable
+from tpucost.experiments.configs.autotune import ARMS, STARTS, AutotuneConfig, get_config
 from tpucost.method import device
 from tpucost.method.autotune.search import (
     BUDGETS,
@@ -93,14 +94,13 @@ from tpucost.method.autotune.search import (
     model_guided_search,
     random_order_search,
 )
-from tpucost.method.autotune.strategies import StrategyFactory
+from tpucost.method.autotune.space import Config
 from tpucost.method.costmodel import CostModel
 
-__all__ = ["STARTS", "ARMS", "STRATEGY_NAMES", "BUDGETS", "Autotuning", "autotune"]
+__all__ = ["STARTS", "ARMS", "STRATEGY_NAMES", "BUDGETS", "AutotuneConfig", "Autotuning", "autotune"]
 
-STARTS: tuple[str, ...] = ("from_default", "from_random")
-#: The arms of the experiment (see the module docstring); `STRATEGY_NAMES` is the same tuple.
-ARMS: tuple[str, ...] = ("device_only", "model_guided", "random_order", "heuristic")
+#: The arms of the experiment (see the module docstring; `tpucost.experiments.configs.autotune`);
+#: `STRATEGY_NAMES` is the same tuple.
 STRATEGY_NAMES = ARMS
 #: The arms that use no model: their wall time is their device time, so one run serves both budgets.
 _NO_MODEL = ("device_only", "heuristic")
@@ -217,63 +217,101 @@ def _scoring_why(scoring: str, model: Any, search: Any, backend: str, cores: lis
     return f"no spare core: {where}"
 
 
+@dataclasses.dataclass
+class _Setup:
+    """What every search of one experiment shares: the program, its evaluators, where it runs."""
+
+    tunable: Tunable
+    arms: tuple[str, ...]  # the arms that run, in `ARMS` order
+    predictor: CachedPredictor  # scores the model-guided searches at equal device seconds
+    wall_predictor: CachedPredictor  # scores the wall-time searches in this process
+    measurer: DeviceEvaluator
+    heuristic: list[Config]
+    model: dict[str, Any] | None  # what a scoring worker loads (None: a model not loaded from files)
+    backend: str
+    device_name: str
+    cores: list[int]  # the scoring worker's cores (none: the wall-time arms score in this process)
+
+
 def autotune(
     program: str,
-    space: str = "program",
-    budget_s: float = 20.0,
-    seeds: Sequence[int] = (0, 1, 2),
-    search: str | StrategyFactory = "anneal",
-    n_candidates: int | None = None,
-    starts: Sequence[str] = STARTS,
+    config: AutotuneConfig | None = None,
+    *,
     cost_model: CostModel | None = None,
     tile_model_dir: str | os.PathLike | None = None,
-    repeats: int = 5,
-    fresh_rounds: int = 10,
-    fresh_process: bool = True,
-    progress: bool = False,
     workdir: str | os.PathLike | None = None,
-    wall_budget_s: float | None = None,
-    noise_processes: int = 3,
-    scoring: str = "auto",
-    arms: Sequence[str] = ARMS,
-    budgets: Sequence[str] = BUDGETS,
+    progress: bool = False,
 ) -> Autotuning:
     """The four arms (`ARMS`) on ``program`` (``"example:NAME"`` or ``"FILE.py:NAME"``) in
-    ``space``, from each of ``starts`` and each seed, under two budgets: ``budget_s`` device
-    seconds per search (the paper's; the model's search is free) and ``wall_budget_s`` wall-clock
-    seconds (default: ``budget_s``; predicting included, `tpucost.experiments.autotune.wall_time`). Then every
-    search's best configuration and the default are re-measured in a fresh process
-    (``fresh_process=False``: in this one, for tests), the default ``noise_processes`` more times
-    alone (the noise floor), and the report is made of those figures. On a TPU or GPU (one process
-    holds the device) both run in this process and the wall-time arms score in it, sequentially:
-    no second process is started there (module docstring).
+    ``config.space``, from each of ``config.starts`` and each seed, under two budgets:
+    ``config.budget_s`` device seconds per search (the paper's; the model's search is free) and
+    ``config.wall_budget_s`` wall-clock seconds (default: ``budget_s``; predicting included,
+    `tpucost.experiments.autotune.wall_time`). Then every search's best configuration and the
+    default are re-measured in a fresh process (``fresh_process=False``: in this one, for tests),
+    the default ``noise_processes`` more times alone (the noise floor), and the report is made of
+    those figures. On a TPU or GPU (one process holds the device) both run in this process and the
+    wall-time arms score in it, sequentially: no second process is started there (module docstring).
 
-    ``n_candidates``: how many distinct candidates a model-guided search scores (default 100 in
-    the program space, where each costs a compile; 2000 in the tile space). The random start of a
-    seed is the same for every arm. ``scoring``: ``"auto"`` scores the wall-time arms in a worker
-    on the cores outside this process's affinity when there are any (on XLA:CPU only),
-    ``"sequential"`` always in this process. ``arms`` and ``budgets``: a subset to run
-    (device-only and model-guided always run; ``budgets`` must hold ``"device_seconds"``); the
-    report has only their entries. Returns `Autotuning` (``.report`` is the CLI's JSON).
+    ``config``: an `AutotuneConfig` (default `tpucost.experiments.configs.autotune.get_config`:
+    budgets, seeds, search, candidates, starts, arms, repeats, re-measurement, scoring). The
+    models: ``cost_model`` (program space; default `CostModel.load`) or ``tile_model_dir`` (tile
+    space; default the bundled tile model). ``progress``: a line per search on stderr. Returns
+    `Autotuning` (``.report`` is the CLI's JSON; it has entries for ``config.arms`` and
+    ``config.budgets`` only).
 
     ``workdir``: keep a journal of the completed searches there (`JOURNAL_NAME`) and skip them when
     called again with the same experiment (program, space, budgets, search, candidates, repeats,
     seeds' searches already done): a killed run resumes, losing at most the search in progress. A
     journal written for another experiment is refused with an error naming the differing field.
     """
-    for s in starts:
-        if s not in STARTS:
-            raise ValueError(f"unknown start {s!r}; expected one of {STARTS}")
-    arms = tuple(a for a in ARMS if a in set(arms) | {"device_only", "model_guided"})
-    if set(budgets) - set(BUDGETS) or "device_seconds" not in budgets:
-        raise ValueError(f"budgets must hold 'device_seconds' and only names of {BUDGETS}, got {budgets}")
-    if scoring not in ("auto", "sequential"):
-        raise ValueError(f"unknown scoring {scoring!r}; expected 'auto' or 'sequential'")
-    tunable = load_tunable(program, space)
-    wall_budget_s = float(budget_s if wall_budget_s is None else wall_budget_s)
-    if n_candidates is None:
-        n_candidates = 100 if space == "program" else 2000
-    if space == "program":
+    config = get_config() if config is None else config
+    setup = _prepare(program, config, cost_model, tile_model_dir)
+    journal = None if workdir is None else Journal(workdir, _journal_header(setup, config))
+    t_start = time.perf_counter()
+    runs, worker_start = _run_searches(setup, config, journal, progress)
+    configs, fresh, fresh_by_run, default_ns = _remeasure_best(setup, config, runs)
+    by_budget = {
+        budget: _budget_entry(setup, config, budget, runs, fresh_by_run, default_ns)
+        for budget in config.budgets
+    }
+    report = _report(program, setup, config, by_budget, default_ns, configs, fresh)
+    report["seconds"] = time.perf_counter() - t_start
+    if "wall_time" in by_budget:
+        report["wall_time"] = {
+            **by_budget["wall_time"],
+            "scoring": "beside" if setup.cores else "sequential",
+            "scoring_cores": setup.cores,
+            "scoring_why": _scoring_why(
+                config.scoring, setup.model, config.search, setup.backend, setup.cores
+            ),
+            "scoring_worker_start_seconds": worker_start,
+            "same_runs_as_device_seconds": [a for a in _NO_MODEL if a in setup.arms],
+        }
+    if config.noise_processes > 0:
+        report["noise"] = {
+            **_noise(
+                setup.tunable,
+                default_ns,
+                config.noise_processes,
+                config.fresh_rounds,
+                config.fresh_process,
+                setup.backend,
+            ),
+            "device": setup.device_name,
+        }
+    return Autotuning(report, runs)
+
+
+def _prepare(
+    program: str,
+    config: AutotuneConfig,
+    cost_model: CostModel | None,
+    tile_model_dir: str | os.PathLike | None,
+) -> _Setup:
+    """Load the program's space and the model, make the evaluators, see where scoring can run."""
+    arms = tuple(a for a in ARMS if a in set(config.arms) | {"device_only", "model_guided"})
+    tunable = load_tunable(program, config.space)
+    if config.space == "program":
         cost_model = cost_model or CostModel.load()
         predictor: CachedPredictor = ProgramPredictor(tunable, cost_model)
         wall_predictor: CachedPredictor = ProgramPredictor(tunable, cost_model)
@@ -282,238 +320,267 @@ def autotune(
         predictor = TilePredictor(tunable, tile_model_dir)
         wall_predictor = TilePredictor(tunable, tile_model_dir)
         model = {"tile_model_dir": None if tile_model_dir is None else str(tile_model_dir)}
-    measurer = DeviceEvaluator(tunable, repeats=repeats)
+    measurer = DeviceEvaluator(tunable, repeats=config.repeats)
     heuristic = heuristic_candidates(tunable)
-    search_name = search if isinstance(search, str) else getattr(search, "__name__", "custom")
     device_name = device.describe(device.fingerprint())
     backend = device.expected_backend()  # JAX started: its default backend
-    cores = (
-        wall_time.scoring_cores()
-        if scoring == "auto" and model is not None and isinstance(search, str) and separate_processes(backend)
-        else []
+    scores_beside = (
+        config.scoring == "auto"
+        and model is not None
+        and isinstance(config.search, str)
+        and separate_processes(backend)
     )
-    journal = (
-        None
-        if workdir is None
-        else Journal(
-            workdir,
-            {
-                "program": tunable.spec,
-                "space": space,
-                "budget_seconds": float(budget_s),
-                "wall_budget_seconds": wall_budget_s,
-                "search": search_name,
-                "model_candidates": int(n_candidates),
-                "repeats": int(repeats),
-                "space_size": tunable.space.size,
-                "backend": backend,
-                "device": device_name,
-                "scoring_cores": len(cores),
-                **({} if arms == ARMS else {"arms": list(arms)}),
-                **({} if tuple(budgets) == BUDGETS else {"budgets": list(budgets)}),
-            },
-        )
+    cores = wall_time.scoring_cores() if scores_beside else []
+    return _Setup(
+        tunable, arms, predictor, wall_predictor, measurer, heuristic, model, backend, device_name, cores
     )
-    t_start = time.perf_counter()
+
+
+def _journal_header(setup: _Setup, config: AutotuneConfig) -> dict[str, Any]:
+    """What identifies the experiment in its journal: a journal of another experiment is refused."""
+    return {
+        "program": setup.tunable.spec,
+        "space": config.space,
+        "budget_seconds": float(config.budget_s),
+        "wall_budget_seconds": config.wall_budget,
+        "search": config.search_name,
+        "model_candidates": config.candidates,
+        "repeats": int(config.repeats),
+        "space_size": setup.tunable.space.size,
+        "backend": setup.backend,
+        "device": setup.device_name,
+        "scoring_cores": len(setup.cores),
+        **({} if setup.arms == ARMS else {"arms": list(setup.arms)}),
+        **({} if config.budgets == BUDGETS else {"budgets": list(config.budgets)}),
+    }
+
+
+def _start_config(tunable: Tunable, start_name: str, seed: int) -> Config:
+    """Where a seed's searches start: the default configuration, or the seed's random one."""
+    if start_name == "from_default":
+        return tunable.space.default
+    return tunable.space.random(np.random.default_rng([seed, 1]))
+
+
+def _run_searches(
+    setup: _Setup, config: AutotuneConfig, journal: Journal | None, progress: bool
+) -> tuple[list[SearchRun], float | None]:
+    """Every search, seed by seed and start by start (the ones in ``journal`` resumed, not run);
+    returns them and the scoring worker's start seconds (None: no worker started)."""
+    searches = [(arm, "device_seconds") for arm in setup.arms]
+    if "wall_time" in config.budgets:
+        searches += [(arm, "wall_time") for arm in setup.arms if arm not in _NO_MODEL]
     worker: wall_time.ScoringWorker | None = None
     runs: list[SearchRun] = []
-    searches = [(arm, "device_seconds") for arm in arms]
-    if "wall_time" in budgets:
-        searches += [(arm, "wall_time") for arm in arms if arm not in _NO_MODEL]
     try:
-        for seed in seeds:
-            for start_name in starts:
-                start = (
-                    tunable.space.default
-                    if start_name == "from_default"
-                    else tunable.space.random(np.random.default_rng([seed, 1]))
-                )
+        for seed in config.seeds:
+            for start_name in config.starts:
+                start = _start_config(setup.tunable, start_name, seed)
                 guided: SearchRun | None = None
                 for arm, budget in searches:
                     resumed = journal.get(seed, start_name, arm, budget) if journal is not None else None
-                    if resumed is not None:
-                        run, spent = resumed
-                        predictor.counter.add_spent(spent["model"])
-                        measurer.counter.add_spent(spent["device"])
-                    else:
-                        before = (
-                            dataclasses.replace(predictor.counter),
-                            dataclasses.replace(measurer.counter),
-                        )
-                        if budget == "wall_time" and cores and worker is None:
-                            worker = wall_time.ScoringWorker(tunable, model, cores)
-                        run = _one_search(
-                            arm,
-                            budget,
-                            tunable,
-                            predictor,
-                            wall_predictor,
-                            measurer,
-                            start,
-                            start_name,
-                            seed,
-                            budget_s,
-                            wall_budget_s,
-                            n_candidates,
-                            search,
-                            heuristic,
-                            guided,
-                            worker,
-                        )
-                        if journal is not None:
-                            journal.add(
-                                run,
-                                {
-                                    "model": predictor.counter.since(before[0]),
-                                    "device": measurer.counter.since(before[1]),
-                                },
-                            )
+                    if resumed is None and budget == "wall_time" and setup.cores and worker is None:
+                        worker = wall_time.ScoringWorker(setup.tunable, setup.model, setup.cores)
+                    run = _search_or_resume(
+                        setup, config, journal, resumed, arm, budget, start, start_name, seed, guided, worker
+                    )
                     if arm == "model_guided" and budget == "device_seconds":
                         guided = run
                     runs.append(run)
                     if progress:
-                        print(
-                            f"seed {seed} {start_name:<12} {arm:<12} {budget:<14} best "
-                            f"{run.best_measured_ns / 1e6:8.3f} ms ({len(run.measured)} measured in "
-                            f"{run.device_seconds:5.1f} device s, {len(run.predicted)} predicted in "
-                            f"{run.search_seconds:5.1f} s, {run.wall_seconds:5.1f} s wall)",
-                            file=sys.stderr,
-                        )
+                        _print_progress(run, seed, start_name, arm, budget)
     finally:
         worker_start = None if worker is None else worker.start_seconds
         if worker is not None:
             worker.close()
-    # Re-measure the default and every search's best, in a fresh process.
-    keys: dict[tuple[int, ...], int] = {tunable.space.key(tunable.space.default): 0}
+    return runs, worker_start
+
+
+def _search_or_resume(
+    setup: _Setup,
+    config: AutotuneConfig,
+    journal: Journal | None,
+    resumed: tuple[SearchRun, dict[str, Any]] | None,
+    arm: str,
+    budget: str,
+    start: Config,
+    start_name: str,
+    seed: int,
+    guided: SearchRun | None,
+    worker: wall_time.ScoringWorker | None,
+) -> SearchRun:
+    """A journalled search (its model and device seconds counted again), or the search run now
+    and journalled."""
+    if resumed is not None:
+        run, spent = resumed
+        setup.predictor.counter.add_spent(spent["model"])
+        setup.measurer.counter.add_spent(spent["device"])
+        return run
+    before = (dataclasses.replace(setup.predictor.counter), dataclasses.replace(setup.measurer.counter))
+    run = _one_search(setup, config, arm, budget, start, start_name, seed, guided, worker)
+    if journal is not None:
+        journal.add(
+            run,
+            {
+                "model": setup.predictor.counter.since(before[0]),
+                "device": setup.measurer.counter.since(before[1]),
+            },
+        )
+    return run
+
+
+def _print_progress(run: SearchRun, seed: int, start_name: str, arm: str, budget: str) -> None:
+    """One line per search on stderr (stdout stays clean for the CLI's JSON)."""
+    print(
+        f"seed {seed} {start_name:<12} {arm:<12} {budget:<14} best "
+        f"{run.best_measured_ns / 1e6:8.3f} ms ({len(run.measured)} measured in "
+        f"{run.device_seconds:5.1f} device s, {len(run.predicted)} predicted in "
+        f"{run.search_seconds:5.1f} s, {run.wall_seconds:5.1f} s wall)",
+        file=sys.stderr,
+    )
+
+
+def _remeasure_best(
+    setup: _Setup, config: AutotuneConfig, runs: list[SearchRun]
+) -> tuple[list[Config], dict[str, Any], dict[int, float], float]:
+    """Re-measure the default and every search's best configuration, in a fresh process (or this
+    one); returns the configurations, the re-measurement, each run's figure (by ``id``) and the
+    default's."""
+    space = setup.tunable.space
+    keys: dict[tuple[int, ...], int] = {space.key(space.default): 0}
     for r in runs:
-        keys.setdefault(tunable.space.key(r.best_config), len(keys))
-    configs = [tunable.space.config(k) for k in keys]
-    if fresh_process:
-        fresh = remeasure_in_fresh_process(tunable.spec, space, configs, fresh_rounds)
+        keys.setdefault(space.key(r.best_config), len(keys))
+    configs = [space.config(k) for k in keys]
+    if config.fresh_process:
+        fresh = remeasure_in_fresh_process(setup.tunable.spec, config.space, configs, config.fresh_rounds)
     else:
         fresh = {
-            "runtime_ns": remeasure(tunable.spec, space, configs, fresh_rounds),
+            "runtime_ns": remeasure(setup.tunable.spec, config.space, configs, config.fresh_rounds),
             "pid": os.getpid(),
             "backend": device.expected_backend(),
             "fresh_process": False,
             "how": f"in this process (pid {os.getpid()}; fresh_process=False)",
         }
     device.same_backend(
-        "the re-measurement", {"the searches": backend, "the re-measurement": fresh["backend"]}
+        "the re-measurement", {"the searches": setup.backend, "the re-measurement": fresh["backend"]}
     )
     ns_of = dict(zip(keys, fresh["runtime_ns"], strict=True))
-    default_ns = ns_of[tunable.space.key(tunable.space.default)]
-    fresh_by_run = {id(r): ns_of[tunable.space.key(r.best_config)] for r in runs}
-    by_budget: dict[str, dict[str, Any]] = {}
-    for budget in budgets:
-        chosen = [
-            r for r in runs if r.budget == budget or (budget == "wall_time" and r.strategy in _NO_MODEL)
-        ]
-        by_budget[budget] = {
-            "budget_seconds": float(budget_s if budget == "device_seconds" else wall_budget_s),
-            "strategies": {
-                arm: {
-                    start: _entry(
-                        [r for r in chosen if r.strategy == arm and r.start == start],
-                        fresh_by_run,
-                        default_ns,
-                    )
-                    for start in starts
-                }
-                for arm in arms
-            },
-            "model_guided_faster_than": _comparisons(chosen, fresh_by_run, starts),
-        }
+    fresh_by_run = {id(r): ns_of[space.key(r.best_config)] for r in runs}
+    return configs, fresh, fresh_by_run, ns_of[space.key(space.default)]
+
+
+def _budget_entry(
+    setup: _Setup,
+    config: AutotuneConfig,
+    budget: str,
+    runs: list[SearchRun],
+    fresh_by_run: Mapping[int, float],
+    default_ns: float,
+) -> dict[str, Any]:
+    """One budget's part of the report: every arm and start, and model-guided against the others
+    (the arms without a model are the same runs under both budgets)."""
+    chosen = [r for r in runs if r.budget == budget or (budget == "wall_time" and r.strategy in _NO_MODEL)]
+    return {
+        "budget_seconds": float(config.budget_s if budget == "device_seconds" else config.wall_budget),
+        "strategies": {
+            arm: {
+                start: _entry(
+                    [r for r in chosen if r.strategy == arm and r.start == start], fresh_by_run, default_ns
+                )
+                for start in config.starts
+            }
+            for arm in setup.arms
+        },
+        "model_guided_faster_than": _comparisons(chosen, fresh_by_run, config.starts),
+    }
+
+
+def _report(
+    program: str,
+    setup: _Setup,
+    config: AutotuneConfig,
+    by_budget: Mapping[str, dict[str, Any]],
+    default_ns: float,
+    configs: list[Config],
+    fresh: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The report's fields at equal device seconds, the experiment's settings and where it ran."""
     device_budget = by_budget["device_seconds"]
-    report = {
-        "space": space,
+    space = setup.tunable.space
+    return {
+        "space": config.space,
         "program": program,
         "default_ns": default_ns,
-        "default_config": tunable.space.default,
+        "default_config": space.default,
         "strategies": device_budget["strategies"],
         "model_guided_faster_than_device_only": device_budget["model_guided_faster_than"]["device_only"],
         "model_guided_faster_than": device_budget["model_guided_faster_than"],
-        "budget_seconds": budget_s,
-        "seeds": list(seeds),
-        "search": search_name,
-        "model_candidates": n_candidates,
-        "heuristic_candidates": len(heuristic),
-        "space_size": tunable.space.size,
-        "knobs": {k: len(v) for k, v in tunable.space.knobs.items()},
-        "rates": {"model": predictor.counter.to_dict(), "device": measurer.counter.to_dict()},
+        "budget_seconds": config.budget_s,
+        "seeds": list(config.seeds),
+        "search": config.search_name,
+        "model_candidates": config.candidates,
+        "heuristic_candidates": len(setup.heuristic),
+        "space_size": space.size,
+        "knobs": {k: len(v) for k, v in space.knobs.items()},
+        "rates": {"model": setup.predictor.counter.to_dict(), "device": setup.measurer.counter.to_dict()},
         "fresh_process": {
             "pid": fresh["pid"],
             "parent_pid": os.getpid(),
-            "rounds": fresh_rounds,
+            "rounds": config.fresh_rounds,
             "configs": len(configs),
             "seconds": fresh.get("seconds"),
             "backend": fresh["backend"],
             "separate_process": fresh["fresh_process"],
             "how": fresh["how"],
         },
-        "backend": backend,
-        "device": device_name,
-        "seconds": time.perf_counter() - t_start,
+        "backend": setup.backend,
+        "device": setup.device_name,
     }
-    if "wall_time" in by_budget:
-        report["wall_time"] = {
-            **by_budget["wall_time"],
-            "scoring": "beside" if cores else "sequential",
-            "scoring_cores": cores,
-            "scoring_why": _scoring_why(scoring, model, search, backend, cores),
-            "scoring_worker_start_seconds": worker_start,
-            "same_runs_as_device_seconds": [a for a in _NO_MODEL if a in arms],
-        }
-    if noise_processes > 0:
-        report["noise"] = {
-            **_noise(tunable, default_ns, noise_processes, fresh_rounds, fresh_process, backend),
-            "device": device_name,
-        }
-    return Autotuning(report, runs)
 
 
 def _one_search(
+    setup: _Setup,
+    config: AutotuneConfig,
     arm: str,
     budget: str,
-    tunable: Tunable,
-    predictor: CachedPredictor,
-    wall_predictor: CachedPredictor,
-    measurer: DeviceEvaluator,
-    start: Mapping[str, Any],
+    start: Config,
     start_name: str,
     seed: int,
-    budget_s: float,
-    wall_budget_s: float,
-    n_candidates: int,
-    search: str | StrategyFactory,
-    heuristic: Sequence[Mapping[str, Any]],
     guided: SearchRun | None,
     worker: wall_time.ScoringWorker | None,
 ) -> SearchRun:
     """One arm's search under one budget (the loop of `autotune`)."""
-    space = tunable.space
+    space, measurer, search = setup.tunable.space, setup.measurer, config.search
     if budget == "wall_time":
         return wall_time.wall_time_search(
-            tunable,
+            setup.tunable,
             measurer,
             dict(start),
-            wall_budget_s,
-            n_candidates,
+            config.wall_budget,
+            config.candidates,
             order="predicted" if arm == "model_guided" else "random",
             strategy=search,
             seed=seed,
             start_name=start_name,
             worker=worker,
-            predictor=None if worker is not None else wall_predictor,
+            predictor=None if worker is not None else setup.wall_predictor,
         )
     if arm == "device_only":
-        return device_only_search(space, measurer, dict(start), budget_s, search, seed, start_name)
+        return device_only_search(space, measurer, dict(start), config.budget_s, search, seed, start_name)
     if arm == "model_guided":
         return model_guided_search(
-            space, predictor, measurer, dict(start), budget_s, n_candidates, search, seed, start_name
+            space,
+            setup.predictor,
+            measurer,
+            dict(start),
+            config.budget_s,
+            config.candidates,
+            search,
+            seed,
+            start_name,
         )
     if arm == "random_order":
         if guided is None:
             raise RuntimeError("the random-order control needs the model-guided search of its seed first")
-        return random_order_search(guided, measurer, budget_s, seed)
-    return heuristic_search(heuristic, measurer, budget_s, seed, start_name)
+        return random_order_search(guided, measurer, config.budget_s, seed)
+    return heuristic_search(setup.heuristic, measurer, config.budget_s, seed, start_name)

@@ -1,7 +1,8 @@
 """The program corpus: small JAX programs whose XLA kernels make up the kernel data set.
 
 * `tpucost.experiments.programs.blocks`: building blocks (dense, conv, norms, attention, ...), `Variant`, `Model`;
-* `tpucost.experiments.programs.families`: the families (``mlp``, ``cnn``, ..., ``random_ops``, :data:`FAMILIES`);
+* `tpucost.experiments.programs.families`: the families (``mlp``, ``cnn``, ..., ``random_ops``): the registry
+  :data:`FAMILIES` (a `ProgramFamily` record each) and the sets derived from it;
 * `tpucost.experiments.programs.random_ops`: the ``random_ops`` family's blocks, one kind of operation each;
 * `tpucost.experiments.programs.keras_apps`: the ``keras_*`` families, ``keras.applications`` models (written
   by others; need ``pip install "tpucost[corpus]"``);
@@ -36,13 +37,13 @@ from tpucost.experiments.programs.corpus import (
     survey,
 )
 from tpucost.experiments.programs.families import (
-    ARCHITECTURES,
     DEFAULT_FAMILIES,
     FAMILIES,
-    FAMILY_GENERATORS,
     FAMILY_GROUPS,
     WRITTEN_BY_OTHERS,
     WRITTEN_HERE,
+    ProgramFamily,
+    family_groups,
 )
 
 __all__ = [
@@ -67,10 +68,10 @@ __all__ = [
     "program_ids",
     "survey",
     "FAMILIES",
-    "ARCHITECTURES",
     "DEFAULT_FAMILIES",
     "WRITTEN_HERE",
     "WRITTEN_BY_OTHERS",
-    "FAMILY_GENERATORS",
     "FAMILY_GROUPS",
+    "ProgramFamily",
+    "family_groups",
 ]

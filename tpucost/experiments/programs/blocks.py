@@ -55,6 +55,36 @@ class Model:
     apply: Callable[[Params, Batch, Variant], jax.Array]
 
 
+#: The leave-one-group-out group of every family written by others: held out together.
+WRITTEN_BY_OTHERS_GROUP = "written_by_others"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramFamily:
+    """A program family's record in the registry (`tpucost.experiments.programs.families.FAMILIES`):
+    its generator and where it belongs. Every named set of families is derived from these records.
+
+    Attributes:
+      name: the family's name (the first part of its program ids).
+      generate: ``rng -> Model``, draws one program's hyperparameters, parameters and batch.
+      group: its group for leave-one-group-out evaluation (``FAMILY_GROUPS``): a held-out group
+        shares no architecture with training. Required, so no family can be left out of every group.
+      written_here: False for model code written by others (``keras.applications``, diffrax, jraph).
+      default: in the default corpus of ``generate_programs`` (the families of the first corpora;
+        a family added later stays False, so a seed's default corpus stays the programs it was).
+    """
+
+    name: str
+    generate: Callable[[np.random.Generator], Model]
+    group: str
+    written_here: bool = True
+    default: bool = False
+
+    def __call__(self, rng: np.random.Generator) -> Model:
+        """One random program of the family (``self.generate(rng)``)."""
+        return self.generate(rng)
+
+
 def array(x: np.ndarray, dtype: Any) -> jax.Array:
     """A device array of ``dtype`` from host data. Converted on the host and ``device_put``: unlike
     ``jnp.asarray``, that compiles no small XLA program per new shape."""

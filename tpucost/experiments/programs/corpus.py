@@ -21,7 +21,7 @@ tensors of 1e3..1e6 elements; on the 2-core machine (seed 0, default configurati
 attention and convolution families, where XLA:CPU wraps most ops in f32 converts), and a run took
 0.7 ms median and 19 ms at most.
 
-Families (``FAMILIES``)::
+Families (``FAMILIES``, the registry of `tpucost.experiments.programs.families`)::
 
     ``mlp``                    dense layers with a random activation, softmax cross-entropy loss.
     ``cnn``                    conv -> batch norm -> relu -> max/avg pooling blocks, then a classifier.
@@ -126,7 +126,7 @@ from tpucost.compat import LIBRARY_FUSION_OPTIONS, unsupported_compile_options
 from tpucost.experiments import compiler
 from tpucost.experiments.programs import blocks
 from tpucost.experiments.programs.blocks import Batch, Model, Params, PyTree, Variant
-from tpucost.experiments.programs.families import ARCHITECTURES, DEFAULT_FAMILIES, FAMILIES, FAMILY_GENERATORS
+from tpucost.experiments.programs.families import DEFAULT_FAMILIES, FAMILIES
 from tpucost.method import backends
 from tpucost.method.device import warn_once
 from tpucost.method.hlo import parse_module
@@ -195,7 +195,7 @@ def _build_fn(model: Model, form: str, variant: Variant) -> Callable[..., Any]:
 def make_program(family: str, form: str, seed: int, index: int) -> Program:
     """Build program number ``index`` of the corpus for ``seed``: a pure function of its arguments."""
     rng = np.random.default_rng([seed, index, zlib.crc32(family.encode()), FORMS.index(form)])
-    model = FAMILY_GENERATORS[family](rng)
+    model = FAMILIES[family].generate(rng)
     hparams = dict(model.hparams)
     args: tuple[PyTree, ...] = (model.params, model.batch)
     if form == "train_step":
@@ -222,7 +222,7 @@ def parse_program_id(program_id: str) -> tuple[str, str, int, int]:
     ):
         raise ValueError(
             f"{program_id!r} is not a corpus program id (<family>-<form>-<seed>-<index>, "
-            f"family one of {FAMILIES}, form one of {FORMS})"
+            f"family one of {tuple(FAMILIES)}, form one of {FORMS})"
         )
     return parts[0], parts[1], int(parts[2]), int(parts[3])
 
@@ -246,7 +246,7 @@ def program_ids(n: int, seed: int = 0, families: Sequence[str] | None = None) ->
     families = tuple(DEFAULT_FAMILIES if families is None else families)
     unknown = set(families) - set(FAMILIES)
     if unknown:
-        raise ValueError(f"unknown families {sorted(unknown)}; choose from {FAMILIES}")
+        raise ValueError(f"unknown families {sorted(unknown)}; choose from {tuple(FAMILIES)}")
     return [
         f"{families[i % len(families)]}-{FORMS[(i // len(families)) % len(FORMS)]}-{seed}-{i}"
         for i in range(n)
@@ -485,7 +485,7 @@ def survey(n: int = 39, seed: int = 0, families: Sequence[str] | None = None) ->
     """
     totals: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in CONFIGURATIONS}  # changed, n, k0, k
     if families is None:
-        families = [f for f in DEFAULT_FAMILIES if f in ARCHITECTURES]
+        families = [f for f in DEFAULT_FAMILIES if FAMILIES[f].group != "random_ops"]
     for program in generate_programs(n, seed, families):
         base = kernel_signatures(compile_program(program, "default").as_text())
         row = [f"{program.program_id:36s} default={sum(base.values()):4d}"]

@@ -22,7 +22,6 @@ them, building such a program raises an ImportError that says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -30,7 +29,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from tpucost.experiments.programs import blocks
-from tpucost.experiments.programs.blocks import Batch, Model, Params, Variant
+from tpucost.experiments.programs.blocks import (
+    WRITTEN_BY_OTHERS_GROUP,
+    Batch,
+    Model,
+    Params,
+    ProgramFamily,
+    Variant,
+)
 
 __all__ = ["DIFFRAX_FAMILIES", "import_diffrax"]
 
@@ -113,5 +119,8 @@ def diffrax_ode(rng: np.random.Generator) -> Model:
     return Model(hp, params, batch, apply)
 
 
-#: The diffrax families, by name.
-DIFFRAX_FAMILIES: dict[str, Callable[[np.random.Generator], Model]] = {f.__name__: f for f in (diffrax_ode,)}
+#: The registry records of the diffrax families, by name (written by others).
+DIFFRAX_FAMILIES: dict[str, ProgramFamily] = {
+    f.name: f
+    for f in (ProgramFamily("diffrax_ode", diffrax_ode, WRITTEN_BY_OTHERS_GROUP, written_here=False),)
+}

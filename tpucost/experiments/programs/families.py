@@ -7,16 +7,18 @@ graph networks (`tpucost.experiments.programs.jraph_models`).
 Each family is a function ``rng -> Model`` (`tpucost.experiments.programs.blocks.Model`) that draws its
 hyperparameters (shapes, widths, depths, dtype f32 or bf16) from a ``numpy.random.Generator`` and
 returns parameters, a batch and the model; `tpucost.experiments.programs.corpus` turns a model into the three
-forms (forward, grad, train step). :data:`FAMILIES` names them in a fixed order:
-:data:`WRITTEN_HERE` (the 14 :data:`ARCHITECTURES` but ``hashed_embedding``, then ``random_ops``:
-the :data:`DEFAULT_FAMILIES`; then ``hashed_embedding``, added later), then
-:data:`WRITTEN_BY_OTHERS` (the ``keras_*`` families and ``diffrax_ode``, which need the
-``tpucost[corpus]`` extra, and ``jraph_gnn``, which does not).
+forms (forward, grad, train step). :data:`FAMILIES` is the one registry, a record per family
+(`ProgramFamily`: its generator, its leave-one-group-out group, who wrote it, whether it is in the
+default corpus) in a fixed order, and every named set is derived from it:
+:data:`WRITTEN_HERE` (13 architectures and ``random_ops``: the :data:`DEFAULT_FAMILIES`; then
+``hashed_embedding``, added later), then :data:`WRITTEN_BY_OTHERS` (the ``keras_*`` families and
+``diffrax_ode``, which need the ``tpucost[corpus]`` extra, and ``jraph_gnn``, which does not);
+:data:`FAMILY_GROUPS`, every family in exactly one group.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -25,20 +27,20 @@ import numpy as np
 from jax import lax
 
 from tpucost.experiments.programs import blocks
-from tpucost.experiments.programs.blocks import Batch, Model, Params, Variant
+from tpucost.experiments.programs.blocks import Batch, Model, Params, ProgramFamily, Variant
 from tpucost.experiments.programs.diffrax_models import DIFFRAX_FAMILIES
 from tpucost.experiments.programs.jraph_models import JRAPH_FAMILIES
 from tpucost.experiments.programs.keras_apps import KERAS_FAMILIES
 from tpucost.experiments.programs.random_ops import random_ops
 
 __all__ = [
-    "FAMILY_GENERATORS",
+    "ProgramFamily",
     "FAMILIES",
-    "ARCHITECTURES",
     "DEFAULT_FAMILIES",
     "WRITTEN_HERE",
     "WRITTEN_BY_OTHERS",
     "FAMILY_GROUPS",
+    "family_groups",
 ]
 
 
@@ -615,50 +617,52 @@ def norm_softmax(rng: np.random.Generator) -> Model:
     return Model(hp, params, batch, apply)
 
 
-FAMILY_GENERATORS: dict[str, Callable[[np.random.Generator], Model]] = {
-    f.__name__: f
+#: The registry: one record per family (`ProgramFamily`: generator, leave-one-group-out group, who
+#: wrote it, in the default corpus or not), in the corpus's order, which fixes program ids. Adding
+#: a family is its generator and one record here (or in the module of a library's models).
+FAMILIES: dict[str, ProgramFamily] = {
+    f.name: f
     for f in (
-        mlp,
-        cnn,
-        resnet_block,
-        mobilenet_block,
-        unet,
-        transformer_encoder,
-        causal_decoder,
-        lstm,
-        gru,
-        embedding_scatter,
-        graph_message_passing,
-        nerf_mlp,
-        norm_softmax,
-        random_ops,
+        ProgramFamily("mlp", mlp, "dense", default=True),
+        ProgramFamily("cnn", cnn, "convolutional", default=True),
+        ProgramFamily("resnet_block", resnet_block, "convolutional", default=True),
+        ProgramFamily("mobilenet_block", mobilenet_block, "convolutional", default=True),
+        ProgramFamily("unet", unet, "convolutional", default=True),
+        ProgramFamily("transformer_encoder", transformer_encoder, "attention", default=True),
+        ProgramFamily("causal_decoder", causal_decoder, "attention", default=True),
+        ProgramFamily("lstm", lstm, "recurrent", default=True),
+        ProgramFamily("gru", gru, "recurrent", default=True),
+        ProgramFamily("embedding_scatter", embedding_scatter, "sparse", default=True),
+        ProgramFamily("graph_message_passing", graph_message_passing, "sparse", default=True),
+        ProgramFamily("nerf_mlp", nerf_mlp, "dense", default=True),
+        ProgramFamily("norm_softmax", norm_softmax, "dense", default=True),
+        ProgramFamily("random_ops", random_ops, "random_ops", default=True),
+        ProgramFamily("hashed_embedding", hashed_embedding, "sparse"),  # added later: not a default
+        *KERAS_FAMILIES.values(),
+        *DIFFRAX_FAMILIES.values(),
+        *JRAPH_FAMILIES.values(),
     )
 }
 #: The default families of ``generate_programs``: the families written here when the first corpora
 #: were drawn. Families added later are asked for by name, so a seed's default corpus (the bundled
 #: data sets', the calibration programs) stays the programs it was.
-DEFAULT_FAMILIES: tuple[str, ...] = tuple(FAMILY_GENERATORS)
-FAMILY_GENERATORS["hashed_embedding"] = hashed_embedding
+DEFAULT_FAMILIES: tuple[str, ...] = tuple(name for name, f in FAMILIES.items() if f.default)
 #: The families written in this package (no extra dependency).
-WRITTEN_HERE: tuple[str, ...] = tuple(FAMILY_GENERATORS)
-#: The architecture families written here: every family written here but ``random_ops``.
-ARCHITECTURES: tuple[str, ...] = tuple(f for f in WRITTEN_HERE if f != "random_ops")
-FAMILY_GENERATORS.update(KERAS_FAMILIES)
-FAMILY_GENERATORS.update(DIFFRAX_FAMILIES)
-FAMILY_GENERATORS.update(JRAPH_FAMILIES)
+WRITTEN_HERE: tuple[str, ...] = tuple(name for name, f in FAMILIES.items() if f.written_here)
 #: The families of model code written by others (``keras.applications`` and diffrax, from the
 #: ``corpus`` extra; jraph's models, installed with the package).
-WRITTEN_BY_OTHERS: tuple[str, ...] = (*KERAS_FAMILIES, *DIFFRAX_FAMILIES, *JRAPH_FAMILIES)
-FAMILIES: tuple[str, ...] = tuple(FAMILY_GENERATORS)
+WRITTEN_BY_OTHERS: tuple[str, ...] = tuple(name for name, f in FAMILIES.items() if not f.written_here)
+
+
+def family_groups(families: Mapping[str, ProgramFamily]) -> dict[str, tuple[str, ...]]:
+    """The families of each leave-one-group-out group, groups in the order of their first family."""
+    groups: dict[str, tuple[str, ...]] = {}
+    for name, f in families.items():
+        groups[f.group] = (*groups.get(f.group, ()), name)
+    return groups
+
 
 #: Groups of related families, for leave-one-group-out evaluation: a held-out group shares no
 #: architecture with training (``written_by_others``: every family of :data:`WRITTEN_BY_OTHERS`).
-FAMILY_GROUPS: dict[str, tuple[str, ...]] = {
-    "dense": ("mlp", "nerf_mlp", "norm_softmax"),
-    "convolutional": ("cnn", "resnet_block", "mobilenet_block", "unet"),
-    "attention": ("transformer_encoder", "causal_decoder"),
-    "recurrent": ("lstm", "gru"),
-    "sparse": ("embedding_scatter", "graph_message_passing", "hashed_embedding"),
-    "random_ops": ("random_ops",),
-    "written_by_others": WRITTEN_BY_OTHERS,
-}
+#: Every family is in exactly one group (its record's ``group``).
+FAMILY_GROUPS: dict[str, tuple[str, ...]] = family_groups(FAMILIES)

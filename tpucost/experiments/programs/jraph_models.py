@@ -27,7 +27,14 @@ import jraph
 import numpy as np
 
 from tpucost.experiments.programs import blocks
-from tpucost.experiments.programs.blocks import Batch, Model, Params, Variant
+from tpucost.experiments.programs.blocks import (
+    WRITTEN_BY_OTHERS_GROUP,
+    Batch,
+    Model,
+    Params,
+    ProgramFamily,
+    Variant,
+)
 
 __all__ = ["JRAPH_FAMILIES", "JRAPH_MODELS"]
 
@@ -138,5 +145,7 @@ def jraph_gnn(rng: np.random.Generator) -> Model:
     return Model(hp, params, batch, apply)
 
 
-#: The jraph families, by name.
-JRAPH_FAMILIES: dict[str, Callable[[np.random.Generator], Model]] = {f.__name__: f for f in (jraph_gnn,)}
+#: The registry records of the jraph families, by name (written by others).
+JRAPH_FAMILIES: dict[str, ProgramFamily] = {
+    f.name: f for f in (ProgramFamily("jraph_gnn", jraph_gnn, WRITTEN_BY_OTHERS_GROUP, written_here=False),)
+}

@@ -32,7 +32,14 @@ import jax
 import numpy as np
 
 from tpucost.experiments.programs import blocks
-from tpucost.experiments.programs.blocks import Batch, Model, Params, Variant
+from tpucost.experiments.programs.blocks import (
+    WRITTEN_BY_OTHERS_GROUP,
+    Batch,
+    Model,
+    Params,
+    ProgramFamily,
+    Variant,
+)
 
 __all__ = ["KERAS_FAMILIES", "KerasArchitecture", "import_keras"]
 
@@ -168,7 +175,8 @@ def keras_family(arch: KerasArchitecture) -> Callable[[np.random.Generator], Mod
     return generate
 
 
-#: The family generators of the ``keras.applications`` architectures, by family name.
-KERAS_FAMILIES: dict[str, Callable[[np.random.Generator], Model]] = {
-    arch.name: keras_family(arch) for arch in ARCHITECTURES
+#: The registry records of the ``keras.applications`` families, by family name (written by others).
+KERAS_FAMILIES: dict[str, ProgramFamily] = {
+    arch.name: ProgramFamily(arch.name, keras_family(arch), WRITTEN_BY_OTHERS_GROUP, written_here=False)
+    for arch in ARCHITECTURES
 }
