@@ -7,14 +7,21 @@ import math
 import numpy as np
 import pytest
 
+from tpucost.experiments.results import TABLE2_COLUMNS, table2_by_novelty, table2_frame
 from tpucost.method.metrics import (
-    TABLE_COLUMNS,
-    comparison_table,
+    ape,
     error_by_kind,
     kendall_tau,
     mape,
+    mean_abs_log_error,
+    median_ape,
+    median_ratio_ape,
+    program_total_ape,
     ranking_metrics,
+    ratio_ape,
     runtime_metrics,
+    share_within,
+    share_within_factor,
     top_k_curve,
     top_k_slowdown,
 )
@@ -92,14 +99,36 @@ def test_evaluate_without_long_kernels_gives_nan():
     assert r["kendall_median"] == pytest.approx(1.0)
 
 
-def test_comparison_table_shape_and_order():
+def test_error_statistics():
+    assert list(ape([110, 90, 100], [100, 100, 50])) == pytest.approx([10.0, 10.0, 100.0])
+    assert median_ape([110, 80, 100], [100, 100, 50]) == pytest.approx(20.0)
+    assert list(ratio_ape([1.1, 0.5])) == pytest.approx([10.0, 50.0])
+    assert median_ratio_ape([1.1, 0.5, 1.3]) == pytest.approx(30.0)
+    assert share_within([1.05, 0.85, 1.09, 2.0], 0.1) == pytest.approx(0.5)
+    assert share_within_factor([100, 250, 40, 50], [100, 100, 100, 100]) == pytest.approx(0.5)
+    assert mean_abs_log_error([200, 50, 0], [100, 100, 100]) == pytest.approx(math.log(2))
+    assert mean_abs_log_error([0], [100]) == math.inf
+    # program a: totals 330 vs 300 (10%); program b: 100 vs 50 (100%); c: 60 vs 100 (40%)
+    assert program_total_ape([110, 220, 100, 60], [100, 200, 50, 100], ["a", "a", "b", "c"]) == pytest.approx(
+        40.0
+    )
+    for empty in (median_ape([], []), median_ratio_ape([]), share_within([], 0.1)):
+        assert math.isnan(empty)
+
+
+def test_table2_frame_shape_and_order():
     pred, true, prog = flat()
     r = runtime_metrics(pred, true, prog)
-    table = comparison_table({"analytical": r, "mine": r, "gnn": r, "lstm": r})
-    assert table.shape == (4, 5) and list(table.columns) == list(TABLE_COLUMNS)
+    table = table2_frame({"analytical": r, "mine": r, "gnn": r, "lstm": r})
+    assert table.shape == (4, 5) and list(table.columns) == list(TABLE2_COLUMNS)
     assert list(table.index) == ["analytical", "mine", "gnn", "lstm"]  # the order given
     assert table.loc["gnn", "kernels"] == 10 and table.loc["lstm", "programs"] == 4
     assert table.loc["analytical", "MAPE <5us"] == pytest.approx(5.0)
+    by_novelty = table2_by_novelty({"gnn": dict(r, structure_novel=r, unseen={**r, "n_kernels": 3})})
+    heads = list(dict.fromkeys(by_novelty.columns.get_level_values(0)))
+    assert heads == ["structure-novel (10 rows, 4 programs)", "unseen (3 rows, 4 programs)",
+                     "all test-program kernels (10 rows, 4 programs)"]  # fmt: skip
+    assert by_novelty.loc["gnn", (heads[0], "MAPE <5us")] == pytest.approx(5.0)
 
 
 def test_error_by_kind():

@@ -14,17 +14,28 @@ from tpucost.experiments.tiles.lowering import LOWERINGS
 from tpucost.method import device
 
 
-def emit(result: dict, as_json: bool, print_table: Callable[[dict], None]) -> int:
-    """Print a command's result as JSON or as its readable table; exit code 0."""
+def emit(result: dict, as_json: bool, table: Callable[[dict], str | None]) -> int:
+    """Print a command's result as JSON or as its readable table; exit code 0. ``table`` formats the
+    result as text (a function of `tpucost.experiments.results` or of the module that made the
+    result), which is printed; a ``table`` that prints itself returns None."""
     if as_json:
         print(json.dumps(result, indent=1))
     else:
-        print_table(result)
+        text = table(result)
+        if text is not None:
+            print(text)
     return 0
 
 
-def fail(err: BaseException) -> int:
+def fail(err: BaseException | str) -> int:
+    """The one way a command fails: ``error: ERR`` on stderr, exit code 2."""
     print(f"error: {err}", file=sys.stderr)
+    return 2
+
+
+def fail_unreadable(path: object, err: OSError) -> int:
+    """A file that cannot be read: ``PATH: cannot read: REASON`` on stderr, exit code 2."""
+    print(f"{path}: cannot read: {err.strerror or err}", file=sys.stderr)
     return 2
 
 

@@ -6,12 +6,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from tpucost.cli.common import all_cores_flag, emit, fail, label_mode, lowering_flag, names, shard
+from tpucost.cli.common import (
+    all_cores_flag,
+    emit,
+    fail,
+    fail_unreadable,
+    label_mode,
+    lowering_flag,
+    names,
+    shard,
+)
 from tpucost.cli.tile_commands import (
     cmd_collect_tiles,
     cmd_evaluate_tiles,
@@ -20,12 +28,12 @@ from tpucost.cli.tile_commands import (
     cmd_tile_stats,
     cmd_train_tiles,
 )
-from tpucost.experiments import calibration, kernel_experiments
+from tpucost.experiments import calibration, command_tables, kernel_experiments
+from tpucost.experiments import results as results_tables
 from tpucost.experiments.autotune.tunable import load_tunable
 from tpucost.experiments.data import additivity, kernel_collection, overlap
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.experiments.results import novelty_table
-from tpucost.method import costmodel, device, hlo, kernels, losses, metrics, train
+from tpucost.method import costmodel, hlo, kernels, losses, train
 from tpucost.method.tasks import kernel
 
 
@@ -43,28 +51,15 @@ def _hlo_summary(path: Path) -> dict:
     }
 
 
-def _print_hlo_table(summary: dict) -> None:
-    print(
-        f"module {summary['name']}: {summary['computations']} computations, "
-        f"{summary['instructions']} instructions, {len(summary['kernels'])} kernels"
-    )
-    width = max([len(k["name"]) for k in summary["kernels"]] + [6])
-    print(f"{'kernel':<{width}}  {'opcode':<20} {'nodes':>5} {'edges':>5}")
-    for k in summary["kernels"]:
-        print(f"{k['name']:<{width}}  {k['opcode']:<20} {k['nodes']:>5} {k['edges']:>5}")
-
-
 def cmd_hlo(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
         summary = _hlo_summary(path)
     except OSError as err:
-        print(f"{path}: cannot read: {err.strerror or err}", file=sys.stderr)
-        return 2
+        return fail_unreadable(path, err)
     except hlo.HloParseError as err:
-        print(f"error: {err}", file=sys.stderr)  # file:line:column: message
-        return 2
-    return emit(summary, args.json, _print_hlo_table)
+        return fail(err)  # file:line:column: message
+    return emit(summary, args.json, command_tables.hlo_summary_table)
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -86,8 +81,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
             max_load=args.max_load,
         )
     except (FileExistsError, ValueError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(err)
     print(json.dumps(summary))
     return 0
 
@@ -96,8 +90,7 @@ def cmd_data_merge(args: argparse.Namespace) -> int:
     try:
         ds = kernel_collection.merge(args.parts, args.out, allow_mixed_devices=args.allow_mixed_devices)
     except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(err)
     print(f"{args.out}: {len(ds)} kernels from {len(args.parts)} folders")
     return 0
 
@@ -106,63 +99,16 @@ def cmd_data_progress(args: argparse.Namespace) -> int:
     try:
         progress = kernel_collection.collection_progress(args.folders)
     except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return emit(progress, args.json, _print_progress)
-
-
-def _print_progress(r: dict) -> None:
-    for f in r["folders"]:
-        print(
-            f"{f['folder']}: {f['pairs']} pairs, {f['errors']} errors, {f['programs']} programs; measuring "
-            f"{f['measuring_min']:.0f} min, paused for load {f['paused_min']:.0f} min; settling rounds per pair "
-            f"{f['rounds']}; kernels >= 5 us unsettled after them: {f['unsettled_kernels']} of "
-            f"{f['kernel_records']} kernel records"
-        )
-    print(f"{r['distinct_kernels']} distinct kernels; the ones each brought first, per minute of measuring:")
-    for by in ("by_configuration", "by_family"):
-        for key, row in r[by].items():
-            print(
-                f"  {key:28s} {row['new']:7d} new  {row['measuring_s'] / 60:6.1f} min  {row['new_per_min']:6.0f}/min"
-            )
+        return fail(err)
+    return emit(progress, args.json, command_tables.collection_progress_table)
 
 
 def cmd_data_spread(args: argparse.Namespace) -> int:
     try:
         spread = kernel_collection.occurrence_spread(args.folders, min_ns=1_000.0 * args.min_us)
     except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return emit(spread, args.json, _print_spread)
-
-
-def _print_spread(r: dict) -> None:
-    print(f"kernels >= {r['min_ns'] / 1000:g} us measured more than once, |a - b| / min(a, b):")
-    for key, what in (
-        ("same_run", "two places in one measured run"),
-        ("across_runs", "two measured runs (other programs, other times)"),
-        ("split_half_min", "minimum of half the occurrences vs the other half"),
-    ):
-        row = r[key]
-        if row["kernels"]:
-            print(
-                f"  {what:50s} median {100 * row['median']:5.1f}%  p90 {100 * row['p90']:6.1f}%  ({row['kernels']} kernels)"
-            )
-        else:
-            print(f"  {what:50s} no kernel")
-
-
-def _print_stats(s: dict) -> None:
-    print(f"{s['kernels']} kernels ({s['occurrences']} occurrences) from {s['programs']} programs")
-    print("families:       " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_family"].items()))
-    print("configurations: " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_configuration"].items()))
-    q = s["runtime_ns_quantiles"]
-    print("runtime ns:     " + ", ".join(f"q{k} {v:.4g}" for k, v in q.items() if v is not None))
-    print(
-        f"noise:          median rel {s['noise_median_rel']}, p90 rel {s['noise_p90_rel']} "
-        f"(kernels >= 5 us: {s['noise_median_rel_ge5us']}, {s['noise_p90_rel_ge5us']})"
-    )
-    print(f"device:         {device.describe(s['device'])}")
+        return fail(err)
+    return emit(spread, args.json, command_tables.occurrence_spread_table)
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
@@ -171,9 +117,8 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
     try:
         s = kernel_data.stats(kernel_data.load_kernel_dataset(args.dir))
     except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return emit(s, args.json, _print_stats)
+        return fail(err)
+    return emit(s, args.json, command_tables.kernel_stats_table)
 
 
 def _kernel_opcodes(paths: list[str]) -> tuple[int, int, dict[str, int]]:
@@ -217,26 +162,8 @@ def cmd_data_coverage(args: argparse.Namespace) -> int:
                 "min": args.min,
             }
     except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return emit(result, args.json, _print_coverage)
-
-
-def _print_coverage(r: dict) -> None:
-    part = "kernels (all of them)" if r["split"] == "all" else f"training kernels ({r['split']} split)"
-    print(f"{r['training_kernels']:,} {part}; per opcode ({len(r['opcodes'])} opcodes), those containing it:")
-    print(", ".join(f"{op} {n:,}" for op, n in r["opcodes"].items()))
-    a = r.get("against")
-    if a:
-        print(
-            f"\nthe {a['kernels']:,} kernels of {a['files']} HLO files: opcode, their kernels, training kernels"
-        )
-        for op, c in a["opcodes"].items():
-            flag = "   <- below the minimum" if op in a["below_min"] else ""
-            print(f"  {op:28s} {c['kernels']:6,} {c['training_kernels']:8,}{flag}")
-        print(
-            f"{len(a['below_min'])} opcodes in fewer than {a['min']} training kernels: {', '.join(a['below_min']) or 'none'}"
-        )
+        return fail(err)
+    return emit(result, args.json, command_tables.opcode_coverage_table)
 
 
 def add_data_commands(sub: argparse._SubParsersAction) -> None:
@@ -378,29 +305,8 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
 def cmd_data_additivity(args: argparse.Namespace) -> int:
     table = additivity.additivity_table(args.dir)
     if table.empty:
-        print(
-            f"error: no measured programs in the log of {args.dir or 'the bundled data set'}", file=sys.stderr
-        )
-        return 2
-    return emit(additivity.additivity_summary(table), args.json, _print_additivity)
-
-
-def _print_additivity(s: dict) -> None:
-    lo, hi = s["band"]  # tpucost.experiments.verdicts.ADDS_UP, the band of "adds up"
-    for label, part in (("all pairs", s), ("pairs >= 1 ms", s["pairs_ge_1ms"])):
-        if not part.get("pairs"):
-            print(f"{label}: none")
-            continue
-        print(
-            f"{label}: {part['pairs']}, summed labels / wall time median {part['median']:.2f} "
-            f"(p10 {part['p10']:.2f}, p90 {part['p90']:.2f}, max {part['max']:.2f}); "
-            f"{100 * part[f'within_{lo}_{hi}']:.0f}% within {lo}-{hi}, {100 * part[f'above_{hi}']:.0f}% above {hi}"
-        )
-    print(
-        f"dispatch overhead per kernel (median of (wall - summed labels) / kernels): {s['dispatch_ns_per_kernel']:.0f} ns"
-    )
-    for reason, n in s["outside_by_reason"].items():
-        print(f"  {n} pairs outside {lo}-{hi}: {reason}")
+        return fail(f"no measured programs in the log of {args.dir or 'the bundled data set'}")
+    return emit(additivity.additivity_summary(table), args.json, command_tables.additivity_summary_table)
 
 
 def cmd_data_noise(args: argparse.Namespace) -> int:
@@ -412,8 +318,7 @@ def cmd_data_noise(args: argparse.Namespace) -> int:
             args.dir, args.sample, args.seed, progress=not args.no_progress, max_load=args.max_load
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(err)
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
     return 0
 
@@ -435,8 +340,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         ds = kernel_dataset(args.data)
     except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(err)
     try:
         report = kernel_experiments.train_models(
             ds,
@@ -448,8 +352,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             data_dir=args.data,
         )
     except ValueError as err:  # e.g. the state of a killed run of another model config (delete it)
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(err)
     print(
         json.dumps(
             {
@@ -489,7 +392,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         dataset = kernel_dataset(args.data)
         results = kernel_experiments.evaluate_models(model_dir, dataset, args.split, args.methods)
         if args.by_novelty and not args.json:
-            print(novelty_table(results))
+            print(results_tables.novelty_table(results))
             return 0
         summary = {m: _summary(r) for m, r in results.items()}
         if args.totals:
@@ -507,46 +410,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                     dataset, parts, predict
                 )
     except (FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return emit(summary, args.json, _print_table2)
-
-
-def _print_table2(summary: dict) -> None:
-    for part, title in (
-        (
-            "structure_novel",
-            "Structure-novel test rows (the headline): no training kernel has their opcode graph",
-        ),
-        (
-            "unseen",
-            "Unseen test rows: no training program ran the kernel (mostly training graphs at other shapes)",
-        ),
-        ("all_test_program_kernels", "All rows of the test programs, training kernels included"),
-    ):
-        print(f"{title}:")
-        print(metrics.comparison_table({m: r[part] for m, r in summary.items()}).to_string() + "\n")
-    by_family = next(iter(summary.values()), {}).get("n_programs_by_family", {})
-    print("\ntest programs per family: " + ", ".join(f"{f} {n}" for f, n in by_family.items()))
-    for method, r in summary.items():
-        if r.get("unseen_by_opcode"):
-            print(
-                f"\n{method}: unseen test kernels >= 5 us by opcode, worst MAPE first (opcode kernels MAPE median):"
-            )
-            print(
-                "  "
-                + "; ".join(
-                    f"{o['opcode']} {o['kernels']} {o['mape']:.0f}% {o['median_ape']:.0f}%"
-                    for o in r["unseen_by_opcode"]
-                )
-            )
-        t = r.get("program_totals")
-        if t and t.get("pairs"):
-            print(
-                f"{method}: program totals (kernels + dispatch) / measured wall time, {t['pairs']} test programs "
-                f">= 1 ms: median {t['median_ratio']:.2f}, median error {t['median_ape']:.1f}%, "
-                f"{100 * t['within_10pct']:.0f}% within 10% (kernels alone: median {t['median_ratio_kernels_only']:.2f})"
-            )
+        return fail(err)
+    return emit(summary, args.json, results_tables.evaluation_summary_table)
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -555,90 +420,29 @@ def cmd_predict(args: argparse.Namespace) -> int:
         model = costmodel.CostModel.load(args.model, args.method)  # a warning: one line (cli.main)
         estimate = model.predict_hlo(path.read_text(encoding="utf-8", errors="replace"), source=str(path))
     except OSError as err:
-        print(f"{path}: cannot read: {err.strerror or err}", file=sys.stderr)
-        return 2
+        return fail_unreadable(path, err)
     except (hlo.HloParseError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return fail(err)
     result = {
         "kernels": [{"name": k["name"], "predicted_ns": k["predicted_ns"]} for k in estimate.kernels],
         "kernels_ns": estimate.kernels_ns,
         "dispatch_ns": estimate.dispatch_ns,
         "total_ns": estimate.total_ns,
     }
-    return emit(result, args.json, _print_prediction)
+    return emit(result, args.json, command_tables.prediction_table)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.show_bundled:
         rows = calibration.compiler_summary(calibration.bundled_reports())
-        return emit({"rows": rows}, args.json, _print_compiler_summary)
+        return emit({"rows": rows}, args.json, command_tables.compiler_summary_table)
     try:
         label_mode(args)
         model = costmodel.CostModel.load(args.model, args.method, calibrated=False)
         report = calibration.calibrate(model, args.programs, args.repeats, progress=not args.no_progress)
     except (FileNotFoundError, ValueError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return emit(report, args.json, _print_calibration)
-
-
-def _print_compiler_summary(result: dict) -> None:
-    print(
-        "the bundled GNN calibrated under each tested jaxlib: median APE (%) on the calibration kernels that "
-        "are not its training kernels (those are left out), range over runs"
-    )
-    print(
-        f"{'device':<14}{'cpu':<30}{'jaxlib':<9}{'runs':>5}{'kernels':>9}{'left out':>9}  {'raw':>11}  "
-        f"{'corrected':>11}  {'removed':>9}  kept"
-    )
-    for r in result["rows"]:
-        left_out = "-" if r.get("training_kernels_left_out") is None else r["training_kernels_left_out"]
-        print(
-            f"{r['device']:<14}{str(r['cpu_model'])[:29]:<30}{r['jaxlib']:<9}{r['runs']:>5}{r['kernels']:>9}{left_out:>9}  "
-            f"{r['before_min']:5.1f}-{r['before_max']:<5.1f}  {r['after_min']:5.1f}-{r['after_max']:<5.1f}  "
-            f"{r['gain_min']:3.1f}-{r['gain_max']:<5.1f}  {', '.join(r['modes'])}"
-        )
-
-
-def _print_calibration(r: dict) -> None:
-    print(
-        f"calibrated the {r['method']} model on {device.describe(r['device'])} "
-        f"({r['kernels']} kernels of {r['programs']} programs, {r['seconds']:.0f} s)"
-    )
-    left_out = r.get("training_kernels_left_out")
-    print(
-        "scored on every calibration kernel (the model's training kernels are not known here)"
-        if left_out is None
-        else f"left out {left_out} calibration kernels that are training kernels of this model; scored on the other {r['kernels']}"
-    )
-    print(
-        f"median APE on those kernels: {r['median_ape_before']:.1f}% before, {r['median_ape_after']:.1f}% after "
-        f"(each {'family' if r.get('folds') == 'family' else 'half of the programs'} corrected by offsets fitted on the others)"
-    )
-    print(
-        "correction: "
-        + {
-            "per_kind": "one offset per kernel kind",
-            "global": "one offset for all kernels",
-            "none": "none (no correction beat the raw model)",
-        }[r["mode"]]
-        + " | cross-fitted median APE per choice: "
-        + ", ".join(f"{m} {v:.1f}%" for m, v in r["modes"].items())
-        + " (the kept one was chosen on these figures)"
-    )
-    dispatch = r["correction"].get("dispatch_ns_per_kernel")
-    if dispatch is not None:
-        print(f"dispatch overhead per kernel on this device: {dispatch:.0f} ns (added to program totals)")
-    print(f"stored in {r['path']}; CostModel.load and predict apply it on this device")
-
-
-def _print_prediction(result: dict) -> None:
-    for k in result["kernels"]:
-        print(f"{k['name']:<40} {k['predicted_ns'] / 1e3:>12.2f} us")
-    print(f"{'kernels (each x calls per run)':<40} {result['kernels_ns'] / 1e3:>12.2f} us")
-    print(f"{'dispatch overhead':<40} {result['dispatch_ns'] / 1e3:>12.2f} us")
-    print(f"{'total':<40} {result['total_ns'] / 1e3:>12.2f} us")
+        return fail(err)
+    return emit(report, args.json, command_tables.calibration_table)
 
 
 def add_model_commands(sub: argparse._SubParsersAction) -> None:
@@ -753,12 +557,4 @@ def cmd_kernel_overlap(args: argparse.Namespace) -> int:
         "split": args.split,
         **overlap.kernel_overlap(fn, fn_args, ds, args.split, tunable.compiler_options(config)),
     }
-
-    def table(r: dict) -> None:
-        print(
-            f"{r['program']}: {r['kernels']} distinct kernels under jax {r['jax']}; in the data set "
-            f"{r['in_data']} ({100 * r['share_in_data']:.0f}%), in the {r['split']} split's training part "
-            f"{r['in_training']} ({100 * r['share_in_training']:.0f}%)"
-        )
-
-    return emit(result, args.json, table)
+    return emit(result, args.json, command_tables.kernel_overlap_table)

@@ -49,7 +49,7 @@ from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import kernel_collection
 from tpucost.experiments.programs import applicable_configurations, generate_programs
 from tpucost.files import bundled_dir, read_json
-from tpucost.method import device
+from tpucost.method import device, metrics
 from tpucost.method.correction import Correction, kernel_class, save_correction
 from tpucost.method.costmodel import CostModel
 
@@ -127,18 +127,6 @@ def fit_correction(
     return Correction(offsets, overall, counts, kernel_collection.dispatch_ns_per_kernel(pairs))
 
 
-def _median_ape(predicted: np.ndarray, measured: np.ndarray) -> float:
-    return float(np.median(100.0 * np.abs(predicted - measured) / measured))
-
-
-def _mean_abs_log_error(predicted: np.ndarray, measured: np.ndarray) -> float:
-    """Mean |log(predicted / measured)| over the kernels where both are positive (as `fit_correction`)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gap = np.abs(np.log(np.asarray(predicted, np.float64)) - np.log(np.asarray(measured, np.float64)))
-    gap = gap[np.isfinite(gap)]
-    return float(gap.mean()) if gap.size else float("inf")
-
-
 def _folds(cal: CalibrationSet) -> np.ndarray:
     """The cross-fitting fold of each kernel: its family (leave one family out) when ``cal`` names
     families, else one of two halves of the programs (alternating, sorted by id)."""
@@ -175,12 +163,12 @@ def cross_fitted_errors(
         "kernels": int(len(predicted_ns)),
         "programs": len(set(cal.program_ids)),
         "folds": "family" if cal.families else "program halves",
-        "median_ape_before": _median_ape(predicted_ns, cal.measured_ns),
-        "median_ape_after": _median_ape(after, cal.measured_ns),
-        "mean_abs_log_error_before": _mean_abs_log_error(predicted_ns, cal.measured_ns),
-        "mean_abs_log_error_after": _mean_abs_log_error(after, cal.measured_ns),
-        "program_total_ape_before": _total_ape(predicted_ns, cal),
-        "program_total_ape_after": _total_ape(after, cal),
+        "median_ape_before": metrics.median_ape(predicted_ns, cal.measured_ns),
+        "median_ape_after": metrics.median_ape(after, cal.measured_ns),
+        "mean_abs_log_error_before": metrics.mean_abs_log_error(predicted_ns, cal.measured_ns),
+        "mean_abs_log_error_after": metrics.mean_abs_log_error(after, cal.measured_ns),
+        "program_total_ape_before": metrics.program_total_ape(predicted_ns, cal.measured_ns, cal.program_ids),
+        "program_total_ape_after": metrics.program_total_ape(after, cal.measured_ns, cal.program_ids),
     }
 
 
@@ -256,16 +244,6 @@ def training_kernel_hashes(model_dir: str | Path) -> set[str] | None:
         return None
     ds = kernel_data.load_kernel_dataset(data)
     return set(ds.kernel_hash[kernel_data.split(ds, report["split"]).train].tolist())
-
-
-def _total_ape(predicted: np.ndarray, cal: CalibrationSet) -> float:
-    """Median over programs of the APE (%) of the summed kernel predictions."""
-    ids = np.asarray(cal.program_ids)
-    errors = [
-        abs(predicted[ids == p].sum() - cal.measured_ns[ids == p].sum()) / cal.measured_ns[ids == p].sum()
-        for p in np.unique(ids)
-    ]
-    return float(100.0 * np.median(errors))
 
 
 def calibration_programs(n: int = 26) -> list[Any]:

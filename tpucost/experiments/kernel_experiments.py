@@ -53,6 +53,7 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
+from tpucost.experiments.configs import table2
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import kernel_collection
 from tpucost.experiments.data.kernel import KernelDataset
@@ -65,7 +66,6 @@ from tpucost.method.splits import Split
 from tpucost.method.tasks.kernel import (
     EVALUATION_FILE,
     FITTED_FILES,
-    METHODS,
     TRAINING_SUFFIX,
     KernelTask,
     load_method,
@@ -87,6 +87,8 @@ __all__ = [
 ]
 
 #: The summary file of `leave_group_out`.
+#: The experiments' defaults (`tpucost.experiments.configs.table2`).
+_DEFAULTS = table2.get_config()
 LEAVE_GROUP_OUT_FILE = "leave_group_out.json"
 #: The summary file of `learning_curve`.
 LEARNING_CURVE_FILE = "learning_curve.json"
@@ -110,7 +112,7 @@ def leave_group_out(
     dataset: KernelDataset,
     out_dir: str | Path,
     config: train.TrainConfig | None = None,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = _DEFAULTS.methods,
     groups: Mapping[str, Sequence[str]] = FAMILY_GROUPS,
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -166,9 +168,9 @@ def _nested_training_split(
 def learning_curve(
     dataset: KernelDataset,
     out_dir: str | Path,
-    fractions: Sequence[float] = (0.125, 0.25, 0.5, 1.0),
+    fractions: Sequence[float] = _DEFAULTS.fractions,
     config: train.TrainConfig | None = None,
-    methods: Sequence[str] = ("gnn",),
+    methods: Sequence[str] = _DEFAULTS.learning_curve_methods,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Train on growing nested parts of the random split's training programs; score each on the
@@ -248,9 +250,9 @@ def hparam_search(
     dataset: KernelDataset,
     out: str | os.PathLike,
     trials: Sequence[str] | None = None,
-    epochs: int = 12,
+    epochs: int = _DEFAULTS.hparam_epochs,
     progress: bool = True,
-    split: str = "random",
+    split: str = _DEFAULTS.hparam_split,
 ) -> dict[str, Any]:
     """Hyperparameter search on one split (``"random"`` or ``"hard"``), scored on its VALIDATION programs only.
 
@@ -412,7 +414,7 @@ def train_models(
     split: str,
     out_dir: str | Path,
     config: train.TrainConfig | None = None,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = _DEFAULTS.methods,
     progress: bool = True,
     data_dir: str | None = None,
     parts: Split | None = None,
@@ -492,7 +494,7 @@ def opcode_errors(
     kernels = split.test[ds.runtime_ns[split.test] >= min_ns]
     if not len(kernels):
         return []
-    ape = 100 * np.abs(np.asarray(predict(_graphs(ds, kernels)), np.float64) / ds.runtime_ns[kernels] - 1)
+    ape = metrics.ratio_ape(np.asarray(predict(_graphs(ds, kernels)), np.float64) / ds.runtime_ns[kernels])
     kernel, opcode = kernel_data.kernel_opcodes(ds, kernels)
     ape_of = ape[np.searchsorted(kernels, kernel)]
     rows = []
@@ -512,7 +514,7 @@ def opcode_errors(
 
 
 def evaluate_models(
-    model_dir: str | Path, dataset: KernelDataset, split: str, methods: Sequence[str] = METHODS
+    model_dir: str | Path, dataset: KernelDataset, split: str, methods: Sequence[str] = _DEFAULTS.methods
 ) -> dict[str, dict[str, Any]]:
     """`evaluate_split` of each saved method of ``model_dir`` on the split's test programs
     (``{"gnn": {...}, ...}``); the raw predictions, for the device the models were trained on."""
@@ -565,8 +567,8 @@ def program_totals(
     return {
         "pairs": len(ratio),
         "median_ratio": float(np.median(ratio)),
-        "median_ape": float(100 * np.median(np.abs(ratio - 1))),
-        "within_10pct": float(np.mean(np.abs(ratio - 1) <= 0.1)),
+        "median_ape": metrics.median_ratio_ape(ratio),
+        "within_10pct": metrics.share_within(ratio, 0.1),
         "median_ratio_kernels_only": float(np.median(kernels_only)),
         "dispatch_ns_per_kernel": model.dispatch_ns_per_kernel,
     }

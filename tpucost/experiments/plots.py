@@ -20,6 +20,7 @@ from matplotlib.colors import ListedColormap
 from tpucost.experiments.autotune.protocol import STARTS
 from tpucost.experiments.data.kernel import KernelDataset
 from tpucost.experiments.verdicts import ADDS_UP
+from tpucost.method import metrics
 from tpucost.method.autotune.search import SearchRun
 from tpucost.method.features import OPCODE_VOCAB, KernelGraph
 from tpucost.method.kernels import Kernel
@@ -452,8 +453,8 @@ def predicted_vs_measured(
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_xlabel("measured runtime (ns)")
-        within = 100 * np.mean((pred >= measured / 2) & (pred <= measured * 2))
-        mape = 100 * np.mean(np.abs(pred - measured) / measured)  # as tpucost.method.metrics.mape
+        within = 100 * metrics.share_within_factor(pred, measured, 2)
+        mape = metrics.mape(pred, measured)
         ax.set_title(f"{name}: MAPE {mape:.0f}%, {within:.0f}% within 2x", fontsize=10)
     axes[0].set_ylabel("predicted runtime (ns)")
     axes[0].legend(loc="upper left", fontsize=8)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from tpucost.experiments.autotune import reports as autotune_reports
 from tpucost.experiments.autotune.protocol import ARMS as ARM_ORDER
@@ -32,7 +33,11 @@ __all__ = [
     "leave_group_out_table",
     "learning_curve_table",
     "kernel_results_table",
+    "TABLE2_COLUMNS",
+    "table2_frame",
+    "table2_by_novelty",
     "novelty_table",
+    "evaluation_summary_table",
     "NOVELTY_PARTS",
     "whole_program_table",
     "tile_results_table",
@@ -89,26 +94,57 @@ def _part(result: Mapping[str, Any], key: str | None) -> Mapping[str, Any]:
     return result if key is None else result[key]
 
 
-def _figures(r: Mapping[str, Any]) -> str:
+#: Columns of `table2_frame`, after the paper's Table 2.
+TABLE2_COLUMNS: tuple[str, ...] = ("MAPE >=5us", "MAPE <5us", "Kendall tau", "kernels", "programs")
+
+
+def table2_frame(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The rows of the paper's Table 2 on one set of kernels: methods side by side.
+
+    Args:
+      results: method name -> a `tpucost.method.metrics.runtime_metrics` result (MAPEs in percent,
+        Kendall tau, counts); one row each, in the given order.
+
+    Returns:
+      DataFrame indexed by method (``"method"``) with columns `TABLE2_COLUMNS`: the two MAPEs
+      (float, percent; NaN where missing), the median Kendall tau (float) and the kernels and
+      programs scored (int). Every rendering of Table 2 (`novelty_table`, `table2_by_novelty`,
+      `evaluation_summary_table`, notebook 03) takes its rows from here.
+    """
+    names = list(results)
+    rows = [
+        [results[m].get("mape_ge5us", np.nan), results[m].get("mape_lt5us", np.nan),
+         results[m].get("kendall_median", np.nan), results[m].get("n_kernels", 0), results[m].get("n_programs", 0)]
+        for m in names
+    ]  # fmt: skip
+    df = pd.DataFrame(rows, index=pd.Index(names, name="method"), columns=list(TABLE2_COLUMNS))
+    return df.astype({"MAPE >=5us": float, "MAPE <5us": float, "Kendall tau": float,
+                      "kernels": int, "programs": int})  # fmt: skip
+
+
+def table2_by_novelty(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Table 2 by novelty, from `kernel_experiments.evaluate_split` results by method: per method
+    (rows, in the given order), MAPE >=5us, MAPE <5us (percent) and Kendall tau (`table2_frame`)
+    on each set of rows of `NOVELTY_PARTS`. Columns: (``"LABEL (N rows, P programs)"``, metric),
+    N and P those of the first method."""
+    frames = {}
+    for key, label in NOVELTY_PARTS:
+        part = table2_frame({m: _part(r, key) for m, r in results.items()})
+        head = f"{label} ({part['kernels'].iloc[0]:,} rows, {part['programs'].iloc[0]} programs)"
+        frames[head] = part[list(TABLE2_COLUMNS[:3])]
+    return pd.concat(frames, axis=1)
+
+
+def _figures(values: pd.Series) -> str:
     """``MAPE >=5us / MAPE <5us / tau`` of one part (``-`` where the part has no such kernel)."""
-    cells = [r.get("mape_ge5us"), r.get("mape_lt5us"), r.get("kendall_median")]
     text = [
-        "-" if v is None or not np.isfinite(v) else (f"{v:.3f}" if i == 2 else f"{v:.1f}")
-        for i, v in enumerate(cells)
+        "-" if not np.isfinite(v) else (f"{v:.3f}" if i == 2 else f"{v:.1f}") for i, v in enumerate(values)
     ]
     return " / ".join(text)
 
 
-def _novelty_header(first: Mapping[str, Any], lead: list[str]) -> list[str]:
-    """Header of a Table 2 by novelty: each part with its rows and programs."""
-    return _header(
-        lead
-        + [
-            f"{label} ({_part(first, key)['n_kernels']:,} rows, {_part(first, key)['n_programs']} programs): "
-            "MAPE >=5us / <5us / tau"
-            for key, label in NOVELTY_PARTS
-        ]
-    )
+def _heads(frame: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(frame.columns.get_level_values(0)))
 
 
 def _novelty_rows(
@@ -119,21 +155,72 @@ def _novelty_rows(
     trail = trail or []
     methods = [m for m in METHODS if m in results]
     best = min(methods, key=lambda m: results[m]["structure_novel"]["mape_ge5us"])
+    frame = table2_by_novelty({m: results[m] for m in methods})
     rows = []
     for i, m in enumerate(methods):
-        cells = [_figures(_part(results[m], key)) for key, _ in NOVELTY_PARTS]
+        cells = [_figures(frame.loc[m, head]) for head in _heads(frame)]
         edge = (lead, trail) if i == 0 else ([""] * len(lead), [""] * len(trail))
         rows.append(_row([*edge[0], _bold(m, m == best), *cells, *edge[1]]))
     return rows
 
 
 def novelty_table(results: Mapping[str, Mapping[str, Any]]) -> str:
-    """Table 2 by novelty, from `kernel_experiments.evaluate_split` results by method (an
-    ``evaluation.json``'s ``"results"``): per method, the structure-novel test rows (no training
-    kernel has their opcode graph at any shape), the unseen ones (no training program ran that
-    kernel: mostly training structures at other shapes) and every row of the test programs."""
-    first = next(iter(results.values()))
-    return "\n".join([*_novelty_header(first, ["method"]), *_novelty_rows(results, [])])
+    """Table 2 by novelty in Markdown (`table2_by_novelty`), from `kernel_experiments.evaluate_split`
+    results by method (an ``evaluation.json``'s ``"results"``): per method, the structure-novel test
+    rows (no training kernel has their opcode graph at any shape), the unseen ones (no training
+    program ran that kernel: mostly training structures at other shapes) and every row of the test
+    programs."""
+    heads = _heads(table2_by_novelty(results))
+    return "\n".join(
+        [*_header(["method", *(f"{h}: MAPE >=5us / <5us / tau" for h in heads)]), *_novelty_rows(results, [])]
+    )
+
+
+#: The parts of `evaluation_summary_table`: (key in ``python -m tpucost evaluate --json``'s result per
+#: method, title).
+SUMMARY_PARTS: tuple[tuple[str, str], ...] = (
+    (
+        "structure_novel",
+        "Structure-novel test rows (the headline): no training kernel has their opcode graph",
+    ),
+    (
+        "unseen",
+        "Unseen test rows: no training program ran the kernel (mostly training graphs at other shapes)",
+    ),
+    ("all_test_program_kernels", "All rows of the test programs, training kernels included"),
+)
+
+
+def evaluation_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
+    """What ``python -m tpucost evaluate`` prints: Table 2 (`table2_frame`) on each of
+    `SUMMARY_PARTS`, the test programs per family, then per method its errors by opcode
+    (``"unseen_by_opcode"``, `kernel_experiments.opcode_errors`) and its program totals
+    (``"program_totals"``, `kernel_experiments.program_totals`) where the summary has them."""
+    lines = []
+    for part, title in SUMMARY_PARTS:
+        lines += [f"{title}:", table2_frame({m: r[part] for m, r in summary.items()}).to_string() + "\n"]
+    by_family = next(iter(summary.values()), {}).get("n_programs_by_family", {})
+    lines.append("\ntest programs per family: " + ", ".join(f"{f} {n}" for f, n in by_family.items()))
+    for method, r in summary.items():
+        if r.get("unseen_by_opcode"):
+            lines.append(
+                f"\n{method}: unseen test kernels >= 5 us by opcode, worst MAPE first (opcode kernels MAPE median):"
+            )
+            lines.append(
+                "  "
+                + "; ".join(
+                    f"{o['opcode']} {o['kernels']} {o['mape']:.0f}% {o['median_ape']:.0f}%"
+                    for o in r["unseen_by_opcode"]
+                )
+            )
+        t = r.get("program_totals")
+        if t and t.get("pairs"):
+            lines.append(
+                f"{method}: program totals (kernels + dispatch) / measured wall time, {t['pairs']} test programs "
+                f">= 1 ms: median {t['median_ratio']:.2f}, median error {t['median_ape']:.1f}%, "
+                f"{100 * t['within_10pct']:.0f}% within 10% (kernels alone: median {t['median_ratio_kernels_only']:.2f})"
+            )
+    return "\n".join(lines)
 
 
 def _split_tables(report: dict[str, Any]) -> str:

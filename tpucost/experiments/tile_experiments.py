@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from tpucost.experiments import tiles
+from tpucost.experiments.configs import table3
 from tpucost.experiments.data import tile as tile_data
 from tpucost.experiments.tiles import analytical as tile_analytical
 from tpucost.files import read_json_object, write_json_atomic
@@ -57,6 +58,8 @@ __all__ = [
     "leave_family_out",
 ]
 
+#: The experiments' defaults (`tpucost.experiments.configs.table3`).
+_DEFAULTS = table3.get_config()
 #: The summary `leave_family_out` writes into its folder.
 SUMMARY_FILE = "leave_family_out.json"
 
@@ -91,7 +94,7 @@ def _one_family(
 def leave_family_out(
     dataset: tile_data.TileDataset,
     out: str | os.PathLike,
-    loss_names: Sequence[str] = ("hinge", "mse"),
+    loss_names: Sequence[str] = _DEFAULTS.leave_family_out_losses,
     config: train.TrainConfig | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -132,9 +135,9 @@ def train_models(
     dataset: tile_data.TileDataset,
     split_name: str,
     out_dir: str | os.PathLike,
-    loss_names: Sequence[str] = tile_task.LOSS_NAMES,
+    loss_names: Sequence[str] = _DEFAULTS.losses,
     config: train.TrainConfig | None = None,
-    seed: int = 0,
+    seed: int = _DEFAULTS.split_seed,
     progress: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """Train one model per loss on one split, each in the workdir ``out_dir/tile-<split>-<loss>``
@@ -308,7 +311,7 @@ def suggest_tiles(
 
 def seed_spread(
     dataset: tile_data.TileDataset,
-    seeds: Sequence[int],
+    seeds: Sequence[int] = _DEFAULTS.split_seeds,
     out: str | os.PathLike | None = None,
     config: train.TrainConfig | None = None,
     progress: bool = True,

@@ -1,4 +1,6 @@
-"""The paper's metrics for the kernel-runtime (fusion) task, and tables to compare methods.
+"""The paper's metrics for the kernel-runtime (fusion) and tile-size tasks, and the error statistics
+the experiments quote (APE, program totals, log error). Tables comparing methods are rendered by the
+experiments, not here.
 
 How `runtime_metrics` computes them (Kaufman et al. report medians across programs)
 ------------------------------------------------------------------------------------
@@ -22,7 +24,7 @@ dropped (``n_dropped`` counts them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,11 +33,17 @@ from scipy import stats
 
 __all__ = [
     "THRESHOLD_NS",
-    "TABLE_COLUMNS",
+    "ape",
     "mape",
+    "median_ape",
+    "ratio_ape",
+    "median_ratio_ape",
+    "share_within",
+    "share_within_factor",
+    "mean_abs_log_error",
+    "program_total_ape",
     "kendall_tau",
     "runtime_metrics",
-    "comparison_table",
     "error_by_kind",
     "TOP_K",
     "top_k_slowdown",
@@ -45,8 +53,6 @@ __all__ = [
 
 #: The paper's split between short and long kernels: 5 us.
 THRESHOLD_NS = 5_000.0
-#: Columns of `comparison_table`, after the paper's Table 2.
-TABLE_COLUMNS: tuple[str, ...] = ("MAPE >=5us", "MAPE <5us", "Kendall tau", "kernels", "programs")
 
 
 def _arrays(pred: Any, true: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -63,6 +69,78 @@ def mape(pred: Any, true: Any) -> float:
     if p.size == 0:
         return float("nan")
     return float(100.0 * np.mean(np.abs(p - t) / t))
+
+
+def ape(pred: Any, true: Any) -> np.ndarray:
+    """Absolute percentage error of each item, in percent: ``100 * |pred - true| / true``.
+
+    Args:
+      pred: predicted values, any shape of n items (e.g. runtimes in ns); computed in float64.
+      true: the measured values, n items in the same unit (positive).
+
+    Returns:
+      float64[n], percent.
+    """
+    p, t = _arrays(pred, true)
+    return 100.0 * np.abs(p - t) / t
+
+
+def median_ape(pred: Any, true: Any) -> float:
+    """Median over items of `ape` (percent): ``median(100 * |pred - true| / true)``, pred and true
+    of n items each in one unit; nan if empty."""
+    errors = ape(pred, true)
+    return float(np.median(errors)) if errors.size else float("nan")
+
+
+def ratio_ape(ratio: Any) -> np.ndarray:
+    """Absolute percentage error of each item given its ratio predicted / measured, in percent:
+    ``100 * |ratio - 1|`` (float64[n] of n ratios; what `ape` is, computed from the ratio)."""
+    return 100 * np.abs(np.asarray(ratio, dtype=np.float64).reshape(-1) - 1)
+
+
+def median_ratio_ape(ratio: Any) -> float:
+    """Median absolute percentage error of n ratios predicted / measured, in percent:
+    ``100 * median(|ratio - 1|)``; nan if empty."""
+    r = np.asarray(ratio, dtype=np.float64).reshape(-1)
+    return float(100 * np.median(np.abs(r - 1))) if r.size else float("nan")
+
+
+def share_within(ratio: Any, tolerance: float) -> float:
+    """Fraction (0-1) of n ratios predicted / measured within ``tolerance`` of 1:
+    ``mean(|ratio - 1| <= tolerance)`` (0.1: within 10%); nan if empty."""
+    r = np.asarray(ratio, dtype=np.float64).reshape(-1)
+    return float(np.mean(np.abs(r - 1) <= tolerance)) if r.size else float("nan")
+
+
+def share_within_factor(pred: Any, true: Any, factor: float = 2.0) -> float:
+    """Fraction (0-1) of n items predicted within a factor ``factor`` of the measured value:
+    ``mean(true / factor <= pred <= true * factor)``; nan if empty."""
+    p, t = _arrays(pred, true)
+    return float(np.mean((p >= t / factor) & (p <= t * factor))) if p.size else float("nan")
+
+
+def mean_abs_log_error(pred: Any, true: Any) -> float:
+    """Mean ``|log(pred / true)|`` (natural log, unitless) over the n items where both are positive
+    and finite, computed as ``|log pred - log true|`` in float64; inf when no item is."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.abs(np.log(np.asarray(pred, np.float64)) - np.log(np.asarray(true, np.float64)))
+    gap = gap[np.isfinite(gap)]
+    return float(gap.mean()) if gap.size else float("inf")
+
+
+def program_total_ape(pred: Any, true: Any, program_ids: Any) -> float:
+    """Median over programs of the APE (percent) of a program's total: for each program P,
+    ``|sum(pred of P) - sum(true of P)| / sum(true of P)``, then 100 x the median over programs.
+
+    Args:
+      pred: predicted values of n items (e.g. kernel runtimes, ns), float64.
+      true: measured values of the same n items, same unit.
+      program_ids: the program of each item (n ids).
+    """
+    p, t = _arrays(pred, true)
+    ids = np.asarray(program_ids)
+    errors = [abs(p[ids == q].sum() - t[ids == q].sum()) / t[ids == q].sum() for q in np.unique(ids)]
+    return float(100.0 * np.median(errors))
 
 
 def kendall_tau(pred: Any, true: Any) -> float:
@@ -137,26 +215,6 @@ def runtime_metrics(pred_ns: Any, true_ns: Any, program_ids: Any, families: Any 
     return out
 
 
-def comparison_table(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """Methods side by side, shaped like the paper's Table 2.
-
-    Args:
-      results: method name -> a `runtime_metrics` result; one row each, in the given order.
-
-    Returns:
-      DataFrame indexed by method with columns `TABLE_COLUMNS`.
-    """
-    names = list(results)
-    rows = [
-        [results[m].get("mape_ge5us", np.nan), results[m].get("mape_lt5us", np.nan),
-         results[m].get("kendall_median", np.nan), results[m].get("n_kernels", 0), results[m].get("n_programs", 0)]
-        for m in names
-    ]  # fmt: skip
-    df = pd.DataFrame(rows, index=pd.Index(names, name="method"), columns=list(TABLE_COLUMNS))
-    return df.astype({"MAPE >=5us": float, "MAPE <5us": float, "Kendall tau": float,
-                      "kernels": int, "programs": int})  # fmt: skip
-
-
 def error_by_kind(pred_ns: Any, true_ns: Any, kinds: Sequence[str] | np.ndarray) -> pd.DataFrame:
     """Median absolute percentage error per kernel kind.
 
@@ -169,7 +227,7 @@ def error_by_kind(pred_ns: Any, true_ns: Any, kinds: Sequence[str] | np.ndarray)
     if k.shape != p.shape:
         raise ValueError(f"got {k.shape[0]} kinds for {p.shape[0]} kernels")
     ok = np.isfinite(p) & np.isfinite(t) & (t > 0)
-    df = pd.DataFrame({"kind": k[ok], "ape": 100.0 * np.abs(p[ok] - t[ok]) / t[ok], "true": t[ok]})
+    df = pd.DataFrame({"kind": k[ok], "ape": ape(p[ok], t[ok]), "true": t[ok]})
     columns = ["median_ape", "mape", "count", "median_true_ns"]
     if df.empty:
         return pd.DataFrame(columns=columns, index=pd.Index([], name="kind"))

@@ -32,7 +32,7 @@ __all__ = [
     "bundled_reports",
     "measurement_noise",
     "report_table",
-    "comparison_table",
+    "arms_comparison_table",
     "findings",
     "compare_predicted_and_measured",
 ]
@@ -154,7 +154,7 @@ def report_table(report: Mapping[str, Any], budget: str | None = None) -> Any:
     return pd.DataFrame(rows)
 
 
-#: The columns of `comparison_table` that compare model-guided with another arm: (column, budget,
+#: The columns of `arms_comparison_table` that compare model-guided with another arm: (column, budget,
 #: other arm). "vs" columns: how much faster model-guided's configuration was, in %.
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
     ("model vs device-only %", "device_seconds", "device_only"),
@@ -165,7 +165,7 @@ COMPARISONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
+def arms_comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
     """The paper's comparison with issue 22's arms, one row per program and start (pandas).
 
     ``device only``, ``model + device``, ``control`` (the model's candidates in random order) and

@@ -1,0 +1,218 @@
+"""The text tables the commands print (``python -m tpucost ...``), one per kind of result, so that
+`tpucost.cli` stays a thin layer: each takes the result dict a command also prints with ``--json``
+and returns its readable text. Table 2 (``evaluate``) is `tpucost.experiments.results`'
+`evaluation_summary_table`, beside the book's tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tpucost.method import device
+
+__all__ = [
+    "hlo_summary_table",
+    "collection_progress_table",
+    "occurrence_spread_table",
+    "kernel_stats_table",
+    "opcode_coverage_table",
+    "additivity_summary_table",
+    "compiler_summary_table",
+    "calibration_table",
+    "prediction_table",
+    "kernel_overlap_table",
+]
+
+
+def hlo_summary_table(summary: Mapping[str, Any]) -> str:
+    """`python -m tpucost hlo FILE`: the module, then one line per kernel (name, opcode, nodes, edges)."""
+    lines: list[str] = []
+    lines.append(
+        f"module {summary['name']}: {summary['computations']} computations, "
+        f"{summary['instructions']} instructions, {len(summary['kernels'])} kernels"
+    )
+    width = max([len(k["name"]) for k in summary["kernels"]] + [6])
+    lines.append(f"{'kernel':<{width}}  {'opcode':<20} {'nodes':>5} {'edges':>5}")
+    for k in summary["kernels"]:
+        lines.append(f"{k['name']:<{width}}  {k['opcode']:<20} {k['nodes']:>5} {k['edges']:>5}")
+    return "\n".join(lines)
+
+
+def collection_progress_table(r: Mapping[str, Any]) -> str:
+    """`data progress`: `kernel_collection.collection_progress` per folder, then the new kernels per minute."""
+    lines: list[str] = []
+    for f in r["folders"]:
+        lines.append(
+            f"{f['folder']}: {f['pairs']} pairs, {f['errors']} errors, {f['programs']} programs; measuring "
+            f"{f['measuring_min']:.0f} min, paused for load {f['paused_min']:.0f} min; settling rounds per pair "
+            f"{f['rounds']}; kernels >= 5 us unsettled after them: {f['unsettled_kernels']} of "
+            f"{f['kernel_records']} kernel records"
+        )
+    lines.append(
+        f"{r['distinct_kernels']} distinct kernels; the ones each brought first, per minute of measuring:"
+    )
+    for by in ("by_configuration", "by_family"):
+        for key, row in r[by].items():
+            lines.append(
+                f"  {key:28s} {row['new']:7d} new  {row['measuring_s'] / 60:6.1f} min  {row['new_per_min']:6.0f}/min"
+            )
+    return "\n".join(lines)
+
+
+def occurrence_spread_table(r: Mapping[str, Any]) -> str:
+    """`data spread`: `kernel_collection.occurrence_spread`, the median and p90 of ``|a - b| / min(a, b)``."""
+    lines: list[str] = []
+    lines.append(f"kernels >= {r['min_ns'] / 1000:g} us measured more than once, |a - b| / min(a, b):")
+    for key, what in (
+        ("same_run", "two places in one measured run"),
+        ("across_runs", "two measured runs (other programs, other times)"),
+        ("split_half_min", "minimum of half the occurrences vs the other half"),
+    ):
+        row = r[key]
+        if row["kernels"]:
+            lines.append(
+                f"  {what:50s} median {100 * row['median']:5.1f}%  p90 {100 * row['p90']:6.1f}%  ({row['kernels']} kernels)"
+            )
+        else:
+            lines.append(f"  {what:50s} no kernel")
+    return "\n".join(lines)
+
+
+def kernel_stats_table(s: Mapping[str, Any]) -> str:
+    """`data stats`: `tpucost.experiments.data.kernel.stats` of a kernel data set."""
+    lines: list[str] = []
+    lines.append(f"{s['kernels']} kernels ({s['occurrences']} occurrences) from {s['programs']} programs")
+    lines.append("families:       " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_family"].items()))
+    lines.append(
+        "configurations: " + ", ".join(f"{k} {v}" for k, v in s["kernels_per_configuration"].items())
+    )
+    q = s["runtime_ns_quantiles"]
+    lines.append("runtime ns:     " + ", ".join(f"q{k} {v:.4g}" for k, v in q.items() if v is not None))
+    lines.append(
+        f"noise:          median rel {s['noise_median_rel']}, p90 rel {s['noise_p90_rel']} "
+        f"(kernels >= 5 us: {s['noise_median_rel_ge5us']}, {s['noise_p90_rel_ge5us']})"
+    )
+    lines.append(f"device:         {device.describe(s['device'])}")
+    return "\n".join(lines)
+
+
+def opcode_coverage_table(r: Mapping[str, Any]) -> str:
+    """`data coverage`: training kernels per opcode, and against HLO files where given."""
+    lines: list[str] = []
+    part = "kernels (all of them)" if r["split"] == "all" else f"training kernels ({r['split']} split)"
+    lines.append(
+        f"{r['training_kernels']:,} {part}; per opcode ({len(r['opcodes'])} opcodes), those containing it:"
+    )
+    lines.append(", ".join(f"{op} {n:,}" for op, n in r["opcodes"].items()))
+    a = r.get("against")
+    if a:
+        lines.append(
+            f"\nthe {a['kernels']:,} kernels of {a['files']} HLO files: opcode, their kernels, training kernels"
+        )
+        for op, c in a["opcodes"].items():
+            flag = "   <- below the minimum" if op in a["below_min"] else ""
+            lines.append(f"  {op:28s} {c['kernels']:6,} {c['training_kernels']:8,}{flag}")
+        lines.append(
+            f"{len(a['below_min'])} opcodes in fewer than {a['min']} training kernels: {', '.join(a['below_min']) or 'none'}"
+        )
+    return "\n".join(lines)
+
+
+def additivity_summary_table(s: Mapping[str, Any]) -> str:
+    """`data additivity`: `additivity.additivity_summary` (summed labels / wall time)."""
+    lines: list[str] = []
+    lo, hi = s["band"]  # tpucost.experiments.verdicts.ADDS_UP, the band of "adds up"
+    for label, part in (("all pairs", s), ("pairs >= 1 ms", s["pairs_ge_1ms"])):
+        if not part.get("pairs"):
+            lines.append(f"{label}: none")
+            continue
+        lines.append(
+            f"{label}: {part['pairs']}, summed labels / wall time median {part['median']:.2f} "
+            f"(p10 {part['p10']:.2f}, p90 {part['p90']:.2f}, max {part['max']:.2f}); "
+            f"{100 * part[f'within_{lo}_{hi}']:.0f}% within {lo}-{hi}, {100 * part[f'above_{hi}']:.0f}% above {hi}"
+        )
+    lines.append(
+        f"dispatch overhead per kernel (median of (wall - summed labels) / kernels): {s['dispatch_ns_per_kernel']:.0f} ns"
+    )
+    for reason, n in s["outside_by_reason"].items():
+        lines.append(f"  {n} pairs outside {lo}-{hi}: {reason}")
+    return "\n".join(lines)
+
+
+def compiler_summary_table(result: Mapping[str, Any]) -> str:
+    """`calibrate --show-bundled`: `calibration.compiler_summary` rows, one per device and jaxlib."""
+    lines: list[str] = []
+    lines.append(
+        "the bundled GNN calibrated under each tested jaxlib: median APE (%) on the calibration kernels that "
+        "are not its training kernels (those are left out), range over runs"
+    )
+    lines.append(
+        f"{'device':<14}{'cpu':<30}{'jaxlib':<9}{'runs':>5}{'kernels':>9}{'left out':>9}  {'raw':>11}  "
+        f"{'corrected':>11}  {'removed':>9}  kept"
+    )
+    for r in result["rows"]:
+        left_out = "-" if r.get("training_kernels_left_out") is None else r["training_kernels_left_out"]
+        lines.append(
+            f"{r['device']:<14}{str(r['cpu_model'])[:29]:<30}{r['jaxlib']:<9}{r['runs']:>5}{r['kernels']:>9}{left_out:>9}  "
+            f"{r['before_min']:5.1f}-{r['before_max']:<5.1f}  {r['after_min']:5.1f}-{r['after_max']:<5.1f}  "
+            f"{r['gain_min']:3.1f}-{r['gain_max']:<5.1f}  {', '.join(r['modes'])}"
+        )
+    return "\n".join(lines)
+
+
+def calibration_table(r: Mapping[str, Any]) -> str:
+    """`calibrate`: a `calibration.calibrate` report."""
+    lines: list[str] = []
+    lines.append(
+        f"calibrated the {r['method']} model on {device.describe(r['device'])} "
+        f"({r['kernels']} kernels of {r['programs']} programs, {r['seconds']:.0f} s)"
+    )
+    left_out = r.get("training_kernels_left_out")
+    lines.append(
+        "scored on every calibration kernel (the model's training kernels are not known here)"
+        if left_out is None
+        else f"left out {left_out} calibration kernels that are training kernels of this model; scored on the other {r['kernels']}"
+    )
+    lines.append(
+        f"median APE on those kernels: {r['median_ape_before']:.1f}% before, {r['median_ape_after']:.1f}% after "
+        f"(each {'family' if r.get('folds') == 'family' else 'half of the programs'} corrected by offsets fitted on the others)"
+    )
+    lines.append(
+        "correction: "
+        + {
+            "per_kind": "one offset per kernel kind",
+            "global": "one offset for all kernels",
+            "none": "none (no correction beat the raw model)",
+        }[r["mode"]]
+        + " | cross-fitted median APE per choice: "
+        + ", ".join(f"{m} {v:.1f}%" for m, v in r["modes"].items())
+        + " (the kept one was chosen on these figures)"
+    )
+    dispatch = r["correction"].get("dispatch_ns_per_kernel")
+    if dispatch is not None:
+        lines.append(
+            f"dispatch overhead per kernel on this device: {dispatch:.0f} ns (added to program totals)"
+        )
+    lines.append(f"stored in {r['path']}; CostModel.load and predict apply it on this device")
+    return "\n".join(lines)
+
+
+def prediction_table(result: Mapping[str, Any]) -> str:
+    """`predict FILE`: each kernel's predicted runtime, the kernels' total, dispatch, total (us)."""
+    lines: list[str] = []
+    for k in result["kernels"]:
+        lines.append(f"{k['name']:<40} {k['predicted_ns'] / 1e3:>12.2f} us")
+    lines.append(f"{'kernels (each x calls per run)':<40} {result['kernels_ns'] / 1e3:>12.2f} us")
+    lines.append(f"{'dispatch overhead':<40} {result['dispatch_ns'] / 1e3:>12.2f} us")
+    lines.append(f"{'total':<40} {result['total_ns'] / 1e3:>12.2f} us")
+    return "\n".join(lines)
+
+
+def kernel_overlap_table(r: Mapping[str, Any]) -> str:
+    """`data kernel-overlap`: a program's distinct kernels, those in the data set and in a split's training part."""
+    return (
+        f"{r['program']}: {r['kernels']} distinct kernels under jax {r['jax']}; in the data set "
+        f"{r['in_data']} ({100 * r['share_in_data']:.0f}%), in the {r['split']} split's training part "
+        f"{r['in_training']} ({100 * r['share_in_training']:.0f}%)"
+    )
