@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from test_train import SMOKE, ToyDataset, fit
 from tpucost import cli
 from tpucost.experiments.tpugraphs import TILE_FEATURES
 from tpucost.method import checkpoint, features, train
-from tpucost.method.models import ModelConfig, make_model
+from tpucost.method.models import LSTMBaseline, ModelConfig, TileGraphSAGE, make_model
 from tpucost.method.tasks import kernel
 from tpucost.method.train import TrainConfig
 
@@ -147,6 +148,22 @@ def test_bundled_checkpoints_carry_their_feature_spec():
         loaded = kernel.load_model(path)
         assert loaded.config.model.features == features.TPUCOST_FEATURES
         assert checkpoint.load(path).task == "kernel"
+
+
+def test_the_saved_task_names_the_model(tmp_path):
+    """A bundled tile config says kind "gnn", like a kernel GraphSAGE's: the task in its metadata,
+    not its feature widths, makes it a tile model."""
+    tile_dir = checkpoint.bundled_checkpoints_dir() / "tile-random-hinge"
+    if not tile_dir.is_dir():
+        pytest.skip("no bundled tile checkpoint")
+    meta = json.loads((tile_dir / "config.json").read_text())
+    assert meta["task"] == "tile" and meta["model"]["kind"] == "gnn"
+    assert type(checkpoint.load(tile_dir).model) is TileGraphSAGE
+    assert type(checkpoint.load(kernel.default_model_dir("random") / "lstm").model) is LSTMBaseline
+    relabelled = shutil.copytree(tile_dir, tmp_path / "relabelled")
+    (relabelled / "config.json").write_text(json.dumps({**meta, "task": "kernel"}))
+    message = _one_line_error(relabelled / "config.json", lambda: checkpoint.load(relabelled))
+    assert "configuration features" in message
 
 
 def test_a_model_of_another_feature_spec_is_refused(tmp_path, toy):

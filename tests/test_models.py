@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import rand_graph
+from flax import nnx
 
 from tpucost.method import features, models
 from tpucost.method.models import ModelConfig
@@ -146,3 +149,48 @@ def test_dropout_only_with_key(graphs):
     a = model(*args, dropout_key=jax.random.key(0))
     b = model(*args, dropout_key=jax.random.key(1))
     assert not np.allclose(a, b)
+
+
+TILE_SPEC = dataclasses.replace(features.TPUCOST_FEATURES, num_config_features=3)
+
+
+def test_the_task_names_the_model_not_the_feature_widths():
+    tile_config = ModelConfig(**SMALL, features=TILE_SPEC)
+    assert type(models.make_model(tile_config, 0, task="tile")) is models.TileGraphSAGE
+    assert type(models.make_model(ModelConfig(**SMALL), 0)) is models.GraphSAGE
+    assert type(models.make_model(ModelConfig(kind="lstm", **SMALL), 0, task="kernel")) is models.LSTMBaseline
+    with pytest.raises(ValueError, match="no configuration features"):
+        models.make_model(
+            tile_config, 0
+        )  # the kernel task: configuration features are not inferred to mean tiles
+    with pytest.raises(ValueError, match="num_config_features"):
+        models.make_model(ModelConfig(**SMALL), 0, task="tile")
+    with pytest.raises(ValueError, match="kind 'gnn'"):
+        models.make_model(dataclasses.replace(tile_config, kind="lstm"), 0, task="tile")
+    with pytest.raises(ValueError, match="task must be"):
+        models.make_model(ModelConfig(**SMALL), 0, task="fusion")
+
+
+def test_the_tile_model_runs_the_kernel_model_s_graph_side(graphs):
+    """Same seed, same graph side: the tile model's kernel embedding is GraphSAGE's, and its score
+    is the MLP of that embedding and the configuration's encoding (late join)."""
+    tile = models.make_model(ModelConfig(**SMALL, features=TILE_SPEC), 0, task="tile")
+    gnn = models.make_model(ModelConfig(**SMALL), 0)
+    tile_params = nnx.to_pure_dict(nnx.state(tile, nnx.Param))
+    gnn_params = nnx.to_pure_dict(nnx.state(gnn, nnx.Param))
+    # the parameter trees the bundled checkpoints were saved with
+    assert sorted(gnn_params) == ["encoder", "head", "layers"]
+    assert sorted(tile_params) == ["config_encoder", "encoder", "head", "layers", "mlp"]
+    for part in ("encoder", "layers"):  # initialised first, in the same order
+        jax.tree.map(np.testing.assert_array_equal, tile_params[part], gnn_params[part])
+    padded, gmask, nmask = features.pad_to_bucket(features.to_graphs_tuple(graphs[:3]))
+    graph, nmask, gmask = jax.tree.map(jnp.asarray, padded), jnp.asarray(nmask), jnp.asarray(gmask)
+    config_features = jax.random.normal(jax.random.key(0), (len(gmask), 4, 3))
+    config_mask = jnp.broadcast_to(gmask[:, None], (len(gmask), 4))
+    scores = tile(graph, nmask, gmask, config_features, config_mask)
+    kernel = gnn.pool(gnn.embed_nodes(graph), graph, nmask)  # [Gp, 2H]
+    configs = nnx.relu(tile.config_encoder(config_features))  # [Gp, 4, H]
+    kernel = jnp.broadcast_to(kernel[:, None], (*configs.shape[:2], kernel.shape[-1]))
+    by_hand = tile.head(nnx.relu(tile.mlp(jnp.concatenate([kernel, configs], axis=-1))))[..., 0]
+    np.testing.assert_allclose(scores[:3], by_hand[:3], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(scores[3:], 0.0)

@@ -119,7 +119,7 @@ def test_early_join_trains_too(dataset, split):
 
 
 def test_scores_do_not_depend_on_chunking(dataset):
-    model = models.make_model(_config(dataset).model, rngs=0)  # any parameters: untrained will do
+    model = models.make_model(_config(dataset).model, rngs=0, task="tile")  # untrained will do
     whole = tile_task.predict(model, [dataset.graph(0)], [dataset.config_features(0)])[0]
     pieces = tile_task.predict(model, [dataset.graph(0)], [dataset.config_features(0)], chunk=5)[0]
     np.testing.assert_allclose(whole, pieces, rtol=1e-5, atol=1e-5)

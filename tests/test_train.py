@@ -9,13 +9,16 @@ import sys
 import textwrap
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import rand_graph
+from flax import nnx
 
 from tpucost.method import features, train
 from tpucost.method.models import ModelConfig, make_model
-from tpucost.method.tasks import kernel
+from tpucost.method.tasks import kernel, tile
 from tpucost.method.train import TrainConfig
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
@@ -160,6 +163,48 @@ def test_only_the_lstm_task_reorders_training_batches(toy):
     assert np.array_equal(gnn_task.train_order(part, np.random.default_rng(5), 8), plain)
     grouped = lstm_task.train_order(part, np.random.default_rng(5), 8)
     assert not np.array_equal(grouped, plain) and sorted(grouped.tolist()) == part.tolist()
+
+
+def test_both_tasks_implement_the_whole_task_protocol():
+    verbs = ("num_examples", "train_order", "eval_order", "batches", "loss", "metadata")
+    assert all(callable(getattr(train.Task, v, None)) for v in verbs) and "name" in train.Task.__annotations__
+    for task in (kernel.KernelTask, tile.TileTask):
+        assert all(getattr(task, v) is not getattr(train.Task, v) for v in verbs), task
+    # the tile task's orders are the plain ones its bundled models were trained with
+    part = np.arange(10, 30)
+    tile_task = tile.TileTask(None, kernel.TargetNorm(0.0, 1.0))
+    plain = np.random.default_rng(5).permutation(len(part))
+    assert np.array_equal(tile_task.train_order(part, np.random.default_rng(5), 8), plain)
+    assert np.array_equal(tile_task.eval_order(part), np.arange(len(part)))
+
+
+@pytest.mark.parametrize("kind", ["gnn", "lstm"])
+def test_the_kernel_loss_is_the_registered_mse_bit_for_bit(toy, kind):
+    """`KernelTask.loss` (the registry's "mse", one kernel per list) equals the squared error
+    written out, to the bit, values and gradients, with padding graphs in the batch."""
+    cfg = ModelConfig(kind=kind, opcode_embed=8, hidden=16, num_layers=2, dropout=0.2)
+    task = kernel.KernelTask.fit(toy, np.arange(32), cfg)
+    part = np.arange(37)  # 37 kernels: padded to more graphs
+    batch = jax.tree.map(lambda x: jnp.asarray(x[0]), next(task.batches(part, 37, 1, np.arange(37))))
+    assert not bool(batch.graph_mask.all())
+    graphdef, params, rest = nnx.split(make_model(cfg, 3), nnx.Param, ...)
+
+    def written_out(p, key):
+        pred = nnx.merge(graphdef, p, rest)(
+            batch.graph, batch.node_mask, batch.graph_mask, batch.seq_index, dropout_key=key
+        )
+        err = jnp.where(batch.graph_mask, (pred - batch.graph.globals[:, 0]) ** 2, 0.0)
+        return err.sum(), batch.graph_mask.sum()
+
+    def registered(p, key):
+        return task.loss(nnx.merge(graphdef, p, rest), batch, key)
+
+    for key in (None, jax.random.key(4)):  # jitted, as in training
+        (want, n_want), g_want = jax.jit(jax.value_and_grad(written_out, has_aux=True))(params, key)
+        (got, n_got), g_got = jax.jit(jax.value_and_grad(registered, has_aux=True))(params, key)
+        assert float(want) > 0 and int(n_got) == int(n_want) == 37
+        assert np.array_equal(np.asarray(got), np.asarray(want))
+        jax.tree.map(np.testing.assert_array_equal, g_got, g_want)
 
 
 def test_predict_keeps_order_and_is_batch_independent(toy):

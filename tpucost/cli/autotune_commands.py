@@ -10,10 +10,9 @@ arms' scoring run in this one (one process holds the device); the report says wh
 from __future__ import annotations
 
 import argparse
-import json
 
 from tpucost.cli.common import all_cores_flag, emit, fail, label_mode
-from tpucost.experiments import autotune
+from tpucost.experiments import autotune, command_tables
 from tpucost.experiments.configs import autotune as autotune_config
 from tpucost.method.autotune.strategies import STRATEGIES
 from tpucost.method.costmodel import CostModel
@@ -54,52 +53,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return fail(err)
-    return emit(result.report, args.json, _print_autotune)
-
-
-def _print_autotune(r: dict) -> None:
-    wall = r.get("wall_time")
-    print(
-        f"{r['program']} ({r['space']} space, {r['space_size']} configurations), seeds {r['seeds']}; "
-        f"default {r['default_ns'] / 1e6:.3f} ms"
-    )
-    fresh = r.get("fresh_process", {})
-    print(f"measured on {r.get('backend')}; re-measured {fresh.get('how', 'in a fresh process')}")
-    if "noise" in r:
-        print(
-            f"noise floor: {100 * r['noise']['spread']:.1f}% (the default re-measured {r['noise']['processes']} "
-            f"times, {'each in a fresh process' if r['noise'].get('separate_processes', True) else 'in this process'}"
-            ": speedups closer to 1 than this cannot be told from noise)"
-        )
-    for name, budget in (("device seconds", r), ("wall time", wall)):
-        if budget is None:
-            continue
-        print(f"\n== equal {name}: {budget['budget_seconds']:g} s per search")
-        if budget is wall:
-            print(
-                f"   model scoring {wall['scoring']} ({wall.get('scoring_why', wall['scoring_cores'])}); device-only and "
-                "heuristic are the same runs as above (no model: their wall time is their device time)"
-            )
-        _print_arms(budget["strategies"], budget["model_guided_faster_than"])
-
-
-def _print_arms(strategies: dict, faster_than: dict) -> None:
-    print(
-        f"{'arm':<14} {'start':<13} {'speedup':>8} {'min..max':>13} {'measured':>9} {'predicted':>10}  best config"
-    )
-    for arm, starts in strategies.items():
-        for start, e in starts.items():
-            spread = e["speedup_spread"]
-            print(
-                f"{arm:<14} {start:<13} {e['speedup_vs_default']:>7.3f}x {spread['min']:>6.3f}..{spread['max']:<6.3f}"
-                f" {e['candidates_measured']:>9.1f} {e['candidates_predicted']:>10.1f}  {json.dumps(e['best_config'])}"
-            )
-    for other, starts in faster_than.items():
-        for start, c in starts.items():
-            print(
-                f"model-guided vs {other}, {start}: {100 * c['mean']:+.1f}% (min {100 * c['min']:+.1f}%, "
-                f"max {100 * c['max']:+.1f}%)"
-            )
+    return emit(result.report, args.json, command_tables.autotune_table)
 
 
 def add_autotune_command(sub: argparse._SubParsersAction) -> None:

@@ -14,16 +14,11 @@ from tpucost.experiments.tiles.lowering import LOWERINGS
 from tpucost.method import device
 
 
-def emit(result: dict, as_json: bool, table: Callable[[dict], str | None]) -> int:
+def emit(result: dict, as_json: bool, table: Callable[[dict], str]) -> int:
     """Print a command's result as JSON or as its readable table; exit code 0. ``table`` formats the
-    result as text (a function of `tpucost.experiments.results` or of the module that made the
-    result), which is printed; a ``table`` that prints itself returns None."""
-    if as_json:
-        print(json.dumps(result, indent=1))
-    else:
-        text = table(result)
-        if text is not None:
-            print(text)
+    result as text: a function of `tpucost.experiments.command_tables` or `tpucost.experiments.results`,
+    where the tables are made."""
+    print(json.dumps(result, indent=1) if as_json else table(result))
     return 0
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tpucost.cli.common import emit, fail
-from tpucost.experiments import compiler, xla_estimates
+from tpucost.experiments import command_tables, compiler, xla_estimates
 from tpucost.experiments.autotune.tunable import load_tunable
 from tpucost.experiments.programs import corpus
 from tpucost.method import backends, hlo
@@ -50,38 +50,6 @@ def _result(spec: str, estimate: xla_estimates.ProgramEstimate, cost: dict[str, 
     }
 
 
-def _ns(value: float | None) -> str:
-    return "-" if value is None else f"{value / 1e3:.2f} us"
-
-
-def _print_table(r: dict) -> None:
-    c = r["compiler"]
-    libtpu = f", libtpu {c['libtpu']}" if c["libtpu"] else ""
-    print(
-        f"{r['program']} compiled for {r['target']} (jax {c['jax']}, jaxlib {c['jaxlib']}{libtpu}); not run"
-    )
-    print(f"{'kernel':<36}{'kind':<16}{'calls':>6}{'XLA estimate':>16}{'roofline':>12}")
-    for k in r["kernels"]:
-        cycles = k["xla_estimated_cycles"]
-        estimate = (
-            "-"
-            if cycles is None
-            else (_ns(k["xla_estimated_ns"]) if k["xla_estimated_ns"] else f"{cycles} cyc")
-        )
-        kind = k["custom_call_target"] or ("async copy" if k["async_copy"] else k["kind"])
-        print(
-            f"{k['name'][:35]:<36}{kind[:15]:<16}{k['calls_per_run']:>6}{estimate:>16}{_ns(k['roofline_ns']):>12}"
-        )
-    t, cost = r["totals"], r["cost_analysis"]
-    print(
-        f"{t['estimated_kernels']} of {t['compute_kernels']} kernels (async copies aside) carry the compiler's "
-        f"estimate; sum x calls: {_ns(t['xla_estimated_ns'])} ({t['xla_estimated_cycles']} cycles); "
-        f"cost_analysis optimal: {_ns(t['optimal_ns'])}; documented-peak roofline: {_ns(t['roofline_ns'])}; "
-        f"flops {cost['flops']}"
-    )
-    print("(estimates are model outputs, not measurements)")
-
-
 def cmd_compile(args: argparse.Namespace) -> int:
     """``compile PROGRAM --target T``: compile (never run) and list kernels with the estimates."""
     try:
@@ -96,7 +64,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         return fail(f"{args.program}: compiling for {args.target} failed: {type(err).__name__}: {first}")
     estimate = xla_estimates.program_estimate(program)
-    return emit(_result(args.program, estimate, program.cost_analysis), args.json, _print_table)
+    return emit(
+        _result(args.program, estimate, program.cost_analysis), args.json, command_tables.compile_table
+    )
 
 
 def add_compile_command(sub: argparse._SubParsersAction) -> None:

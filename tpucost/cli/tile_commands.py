@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections.abc import Callable
 
 from tpucost.cli.common import all_cores_flag, emit, fail, label_mode, lowering_flag
-from tpucost.experiments import compiler, tile_experiments, tiles
+from tpucost.experiments import command_tables, compiler, tile_experiments, tiles
 from tpucost.experiments.data import tile as tile_data
 from tpucost.experiments.data import tile_collection
 from tpucost.experiments.tiles import mosaic
-from tpucost.method import backends, checkpoint, device
+from tpucost.method import backends, checkpoint
 from tpucost.method.tasks import tile as tile_task
 
 
@@ -63,37 +62,7 @@ def cmd_tile_overhead(args: argparse.Namespace) -> int:
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return fail(err)
-    return emit(report, args.json, _print_overhead)
-
-
-def _print_overhead(r: dict) -> None:
-    print(f"per-step overhead share (overhead kernel / kernel), {r['sample']} problems of {r['data']}:")
-    for row in r["problems"]:
-        print(f"  {row['problem']:<40} {row['configs']:>3} configs, median share {row['median_share']:.2f}")
-    print(
-        f"median over all configurations {r['median_share']:.2f} (p90 {r['p90_share']:.2f}); "
-        f"median of the problems' medians {r['median_of_problem_medians']:.2f}"
-    )
-    print(f"measured on: {device.describe(r['device'])}, load average {r['load_average']}")
-
-
-def _print_tile_stats(s: dict) -> None:
-    print(f"{s['problems']} tile problems, {s['configs']} configurations measured")
-    print("families:       " + ", ".join(f"{k} {v}" for k, v in s["problems_per_family"].items()))
-    c = s["configs_per_problem"]
-    print(f"configurations per problem: {c['min']}-{c['max']} (median {c['median']:g})")
-    r = s["runtime_ns"]
-    print(f"runtime ns:     min {r['min']:.4g}, median {r['median']:.4g}, max {r['max']:.4g}")
-    b = s["best_over_worst"]
-    print(
-        f"slowest / fastest configuration of a problem: median {b['median']:.1f}x "
-        f"(min {b['min']:.1f}x, max {b['max']:.1f}x)"
-    )
-    print(
-        "  median per family: "
-        + ", ".join(f"{k} {v:.1f}x" for k, v in s["best_over_worst_per_family"].items())
-    )
-    print(f"device:         {device.describe(s['device'])}")
+    return emit(report, args.json, command_tables.overhead_share_table)
 
 
 def cmd_tile_stats(args: argparse.Namespace) -> int:
@@ -101,7 +70,7 @@ def cmd_tile_stats(args: argparse.Namespace) -> int:
         s = tile_data.stats(tile_data.load_tile_dataset(args.dir))
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
-    return emit(s, args.json, _print_tile_stats)
+    return emit(s, args.json, command_tables.tile_stats_table)
 
 
 def tile_dataset(args: argparse.Namespace):
@@ -135,16 +104,7 @@ def cmd_evaluate_tiles(args: argparse.Namespace) -> int:
         results = tile_experiments.evaluate_models(ds, args.split, args.model)
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
-    return emit(results, args.json, _print_table3)
-
-
-def _print_table3(results: dict) -> None:
-    print(f"{'model':<22} {'Kendall tau':>12} {'top-1':>8} {'top-5':>8} {'top-10':>8} {'kernels':>8}")
-    for name, r in results.items():
-        print(
-            f"{name:<22} {r['kendall_mean']:>12.3f} {100 * r['top1']:>7.1f}% {100 * r['top5']:>7.1f}% "
-            f"{100 * r['top10']:>7.1f}% {r['n_kernels']:>8}"
-        )
+    return emit(results, args.json, command_tables.table3_table)
 
 
 def _shape_arg(args: argparse.Namespace) -> tuple[int, ...]:
@@ -166,7 +126,7 @@ def cmd_suggest_tiles(args: argparse.Namespace) -> int:
     result = {"family": args.family, "shape": list(shape), "dtype": args.dtype, "suggestions": suggestions}
     if target is not None:
         result.update(target=target, note=note)
-    return emit(result, args.json, _print_configs("suggestions", "predicted_ns"))
+    return emit(result, args.json, command_tables.tile_configs_table("suggestions", "predicted_ns"))
 
 
 def _tpu_target(name: str) -> str:
@@ -217,7 +177,7 @@ def cmd_measure_tiles(args: argparse.Namespace) -> int:
         key=lambda r: r["runtime_ns"],
     )
     result = {"family": args.family, "shape": list(shape), "dtype": args.dtype, "measurements": rows}
-    return emit(result, args.json, _print_configs("measurements", "runtime_ns"))
+    return emit(result, args.json, command_tables.tile_configs_table("measurements", "runtime_ns"))
 
 
 def cmd_tiles_legal(args: argparse.Namespace) -> int:
@@ -227,7 +187,7 @@ def cmd_tiles_legal(args: argparse.Namespace) -> int:
             report = mosaic.agreement_sweep(
                 args.sweep, args.seed, per_problem=args.per_problem, target=target
             )
-            return emit(report, args.json, lambda r: print(mosaic.format_sweep(r)))
+            return emit(report, args.json, mosaic.format_sweep)
         if args.write_bundled is not None:
             path = args.write_bundled or None
             data = mosaic.write_bundled(path, target=target)
@@ -239,38 +199,7 @@ def cmd_tiles_legal(args: argparse.Namespace) -> int:
         report = mosaic.problem_report(args.family, shape, args.dtype, target)
     except (ValueError, compiler.TpuCompilerMissing) as err:
         return fail(err)
-    return emit(report, args.json, _print_verdicts)
-
-
-def _print_verdicts(r: dict) -> None:
-    a = r["agreement"]
-    print(
-        f"{r['family']} {tuple(r['shape'])} {r['dtype']} on {r['target']}: {a['candidates']} candidate "
-        f"configurations, compiled in {r['seconds']:.1f} s (libtpu {r['compiler']['libtpu']})"
-    )
-    print(f"  {'config':<44} {'legal':>6} {'compiles':>9}  error")
-    for row in r["candidates"]:
-        mark = "" if row["legal"] == row["compiles"] else "  <- disagree"
-        print(
-            f"  {json.dumps(row['config']):<44} {'yes' if row['legal'] else 'no':>6} "
-            f"{'yes' if row['compiles'] else 'no':>9}  {row['error'] or ''}{mark}"
-        )
-    print(
-        f"rules and Mosaic agree on {a['agree']} of {a['candidates']} ({100 * (a['agreement'] or 0):.1f}%); "
-        f"legal but refused: {a['false_legal']}; refused by the rules but compiled: {a['false_illegal']}"
-    )
-
-
-def _print_configs(key: str, value: str) -> Callable[[dict], None]:
-    def show(result: dict) -> None:
-        print(f"{result['family']} {tuple(result['shape'])} {result['dtype']}: {key}, best first")
-        if result.get("note"):
-            print(f"  ({result['note']})")
-        for row in result[key]:
-            ms = "-" if row.get(value) is None else f"{row[value] / 1e6:.3f} ms"
-            print(f"  {json.dumps(row['config']):<48} {ms:>12}")
-
-    return show
+    return emit(report, args.json, command_tables.mosaic_verdicts_table)
 
 
 def add_tile_commands(sub: argparse._SubParsersAction) -> None:

@@ -274,6 +274,10 @@ def load(
 ) -> SavedModel:
     """Load a `save` folder.
 
+    The model is the one `tpucost.method.models.make_model` builds for the ``"task"`` saved in
+    ``config.json`` (``"kernel"``: GraphSAGE or the LSTM, by the config's ``kind``; ``"tile"``:
+    the tile model), so nothing is inferred from the feature widths.
+
     Args:
       path_dir: the checkpoint folder.
       spec: when given, the model must have been trained on this feature spec.
@@ -293,7 +297,10 @@ def load(
     config = _model_config(cfg_file, meta)
     if spec is not None:
         config.features.check_matches(spec, f"checkpoint {path}", spec_of)
-    model = make_model(config, 0)
+    try:  # the saved task names the model: a tile config says kind "gnn" too (`make_model`)
+        model = make_model(config, 0, task=str(meta["task"]))
+    except ValueError as err:
+        raise ValueError(f"checkpoint {cfg_file}: field 'task' or 'model': {_one_line(err)}") from err
     _load_params_into(model, _read_msgpack(params_file), params_file)
     return SavedModel(model, config, meta)
 

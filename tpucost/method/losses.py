@@ -1,15 +1,19 @@
-"""Losses for ranking the configurations of one kernel (the paper's tile-size task).
+"""The losses of both tasks, in one registry: MSE for runtimes, rank losses for configurations.
 
 Every loss has one signature, like optax's ranking losses::
 
     loss(scores, targets, *, where=None) -> float[..., ]   # one value per list
 
-``scores`` float[..., C] are the model's *costs* for the C configurations of each kernel (higher =
-slower), ``targets`` float[..., C] the measured costs on any increasing scale (we use standardised
-log runtime), and ``where`` bool[..., C] marks real configurations (padding is False). The last
-axis is one kernel's list of configurations; a loss never compares configurations of different
-kernels (their runtimes are not comparable). A list with fewer than two real configurations has
-loss 0.
+``scores`` float[..., C] are the model's *costs* (higher = slower), ``targets`` float[..., C] the
+measured costs on any increasing scale (we use standardised log runtime), and ``where``
+bool[..., C] marks real entries (padding is False). The last axis is one list:
+
+* the kernel task (`tpucost.method.tasks.kernel`, Table 2): a list is one kernel (C = 1), and its
+  loss is `mse_loss`, the squared error of the predicted standardised log runtime;
+* the tile task (`tpucost.method.tasks.tile`, Table 3): a list is one kernel's C configurations,
+  and its loss any registered one: `mse_loss` (the regression baseline) or a rank loss, which
+  never compares configurations of different kernels (their runtimes are not comparable); a list
+  with fewer than two real configurations has rank loss 0.
 
 >>> import jax.numpy as jnp
 >>> scores = jnp.array([[0.0, 1.0, 2.0]])          # the model ranks config 0 fastest
@@ -17,16 +21,21 @@ loss 0.
 >>> float(pairwise_hinge_loss(scores, targets)[0])
 0.0
 
-Paper (Kaufman et al. 2021, eq. 2): ``L = sum_{i,j} [y_i > y_j] phi(y'_i - y'_j)`` with
-``phi(z) = max(0, 1 - z)`` (hinge) or ``log(1 + exp(-z))`` (logistic). We average over the
-ordered pairs of each list instead of summing, so a kernel with many configurations does not
-outweigh one with few.
+Paper (Kaufman et al. 2021, eq. 2): ``L = sum_{i,j} [y_i > y_j] phi(y'_i - y'_j)`` with ``phi``
+the hinge (`pairwise_hinge_loss`) or the logistic function (`pairwise_logistic_loss`).
+We average over the ordered pairs of each list instead of summing, so a kernel with many
+configurations does not outweigh one with few.
 
 The registry: every loss is registered with `register` under a short name, with the name of the
-model trained with it in Table 3 and whether it is a regression (its scores are then standardised
-log runtimes, which `tpucost.method.tasks.tile` and the autotuner turn back into nanoseconds; a rank
-loss's scores only order one kernel's configurations). Adding a loss is one decorated function
-here and its test; the tile task, the CLI and Table 3 read `LOSSES`.
+tile model trained with it in Table 3 and whether it is a regression (its scores are then
+standardised log runtimes, which `tpucost.method.tasks.tile` and the autotuner turn back into
+nanoseconds; a rank loss's scores only order one kernel's configurations). `get` looks a loss up
+by name: the kernel task asks for ``"mse"``, the tile task for its ``loss_name``. Adding a loss is
+one decorated function here and its test; the tile task, the CLI and Table 3 read `LOSSES`.
+
+Taught in notebook 03, section 1 (the kernel task's squared error and one gradient step,
+`notebooks/03_train_cost_model.ipynb`) and notebook 04, section 3 (rank losses against
+regression, `notebooks/04_tile_selection.ipynb`).
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ __all__ = [
     "RegisteredLoss",
     "LOSSES",
     "register",
-    "rank_loss",
+    "get",
     "regression_loss_name",
     "pairwise_hinge_loss",
     "pairwise_logistic_loss",
@@ -56,8 +65,9 @@ Loss = Callable[..., jax.Array]
 
 @dataclasses.dataclass(frozen=True)
 class RegisteredLoss:
-    """A loss of the registry: its function, its model's row name in Table 3, and whether it is a
-    regression (scores are standardised log runtimes) rather than a rank loss."""
+    """A loss of the registry: its function, its tile model's row name in Table 3, and whether it is
+    a regression (scores are standardised log runtimes) rather than a rank loss. Every loss can
+    train a tile model; the kernel task trains with the regression ``"mse"`` only."""
 
     name: str
     fn: Loss
@@ -132,13 +142,14 @@ def listwise_softmax_loss(
 
 @register("mse", "gnn_mse", regression=True)
 def mse_loss(scores: jax.Array, targets: jax.Array, *, where: jax.Array | None = None) -> jax.Array:
-    """The regression baseline: mean squared error of ``scores`` against ``targets`` per list."""
+    """Mean squared error of ``scores`` against ``targets`` per list: the kernel task's loss (lists
+    of one kernel: its squared error) and the tile task's regression baseline."""
     mask = _mask(targets, where)
     err = jnp.where(mask, (scores - targets) ** 2, 0.0)
     return jnp.sum(err, axis=-1) / jnp.maximum(jnp.sum(mask, axis=-1), 1)
 
 
-def rank_loss(name: str) -> Loss:
+def get(name: str) -> Loss:
     """The loss function registered as ``name``; ValueError naming the choices otherwise."""
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; choose one of {', '.join(LOSSES)}")

@@ -1,8 +1,12 @@
-"""Learned kernel cost models in Flax NNX: GraphSAGE (the paper's model) and an LSTM baseline.
+"""Learned cost models in Flax NNX: GraphSAGE (the paper's model), an LSTM baseline, and the tile model.
 
-Both models read one padded batch of kernel graphs (`tpucost.method.features.pad_to_bucket`) and
-return one number per graph: the predicted log(runtime_ns), standardised with the training
-set's mean and std (the kernel task, `tpucost.method.tasks.kernel`, un-standardises).
+The kernel models (`GraphSAGE`, `LSTMBaseline`) read one padded batch of kernel graphs
+(`tpucost.method.features.pad_to_bucket`) and return one number per graph: the predicted
+log(runtime_ns), standardised with the training set's mean and std (the kernel task,
+`tpucost.method.tasks.kernel`, un-standardises). The tile model (`TileGraphSAGE`) runs the same
+GraphSAGE graph side (`SAGEEncoder`, shared, not copied) and scores one configuration per row.
+Which model `make_model` builds is named by the task (``task="kernel"`` or ``"tile"``), never
+inferred from the config.
 
 Shapes used in the docstrings: ``Np`` padded nodes, ``Mp`` padded edges, ``Gp`` padded graphs,
 ``F`` node features (``config.features.num_node_features``), ``H`` hidden width, ``L`` padded sequence length.
@@ -27,17 +31,22 @@ from tpucost.method import features
 
 __all__ = [
     "ModelConfig",
+    "SAGEEncoder",
     "GraphSAGE",
     "LSTMBaseline",
+    "TileGraphSAGE",
     "make_model",
     "node_graph_ids",
     "sequence_index",
     "DEFAULT_LENGTH_BUCKETS",
+    "TASKS",
 ]
 
 _REDUCES = ("sum", "mean", "max")
 _NEIGHBOURS = ("both", "operands", "users")
 _CONFIG_JOINS = ("late", "early")
+#: The tasks `make_model` builds a model for (`tpucost.method.train.Task.name`).
+TASKS: tuple[str, ...] = ("kernel", "tile")
 
 #: Allowed padded sequence lengths for the LSTM's dense [Gp, L] node layout.
 DEFAULT_LENGTH_BUCKETS: tuple[int, ...] = tuple(2**k for k in range(3, 17))
@@ -48,7 +57,9 @@ class ModelConfig:
     """Hyperparameters of a cost model.
 
     Attributes:
-      kind: "gnn" (GraphSAGE) or "lstm" (the baseline over nodes in topological order).
+      kind: the kernel model: "gnn" (GraphSAGE) or "lstm" (the baseline over nodes in topological
+      order). The tile task's model is always GraphSAGE-based, so its configs say "gnn"; whether
+      the kernel or the tile model is built is the task's choice (`make_model`), not the config's.
       opcode_embed: width of the opcode embedding.
       hidden: width H of node embeddings and of the LSTM state.
       num_layers: K, the number of GraphSAGE layers (ignored by the LSTM).
@@ -211,13 +222,13 @@ class _SAGELayer(nnx.Module):
         return out * jax.lax.rsqrt(jnp.maximum(jnp.sum(out * out, axis=-1, keepdims=True), 1e-12))
 
 
-class GraphSAGE(nnx.Module):
-    """The paper's GraphSAGE kernel model.
+class SAGEEncoder(nnx.Module):
+    """The GraphSAGE graph side, shared by the kernel model (`GraphSAGE`) and the tile model
+    (`TileGraphSAGE`): node inputs eps_0 (``encoder``), K layers (``layers``, with ``dropout``
+    before each while training), and the masked poolings of the real nodes of each graph.
 
-    ``model(graph, node_mask, graph_mask)`` with a padded `jraph.GraphsTuple` (nodes
-    ``{"opcode": int32[Np], "features": float32[Np, F]}``, senders/receivers int32[Mp],
-    n_node int32[Gp]) and masks bool[Np], bool[Gp] returns float32[Gp]: standardised
-    log(runtime_ns) per graph (0 for padding graphs).
+    A subclass adds its own head. The attribute names ``encoder``, ``layers`` and ``dropout`` are
+    the top of both models' parameter trees, so the saved checkpoints rely on them.
     """
 
     def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
@@ -225,16 +236,48 @@ class GraphSAGE(nnx.Module):
         self.encoder = _NodeEncoder(config, rngs)
         self.layers = ModuleList([_SAGELayer(config, rngs) for _ in range(config.num_layers)])
         self.dropout = nnx.Dropout(config.dropout)
-        self.head = nnx.Linear(config.hidden * len(config.pooling), 1, rngs=rngs)
 
-    def embed_nodes(self, graph: jraph.GraphsTuple, *, dropout_key: jax.Array | None = None) -> jax.Array:
-        """Node embeddings eps_K, float32[Np, H]."""
-        h = self.encoder(graph.nodes["opcode"], graph.nodes["features"])
+    def propagate(
+        self, h: jax.Array, graph: jraph.GraphsTuple, dropout_key: jax.Array | None = None
+    ) -> jax.Array:
+        """The K layers on input node embeddings h float32[Np, H] -> eps_K, float32[Np, H]."""
         for k, layer in enumerate(self.layers):
             if dropout_key is not None and self.config.dropout > 0:
                 h = self.dropout(h, deterministic=False, rngs=jax.random.fold_in(dropout_key, k))
             h = layer(h, graph.senders, graph.receivers)
         return h
+
+    def embed_nodes(self, graph: jraph.GraphsTuple, *, dropout_key: jax.Array | None = None) -> jax.Array:
+        """Node embeddings eps_K, float32[Np, H]: `propagate` of the node inputs eps_0."""
+        h0 = self.encoder(graph.nodes["opcode"], graph.nodes["features"])
+        return self.propagate(h0, graph, dropout_key)
+
+    def pool(self, h: jax.Array, graph: jraph.GraphsTuple, node_mask: jax.Array) -> jax.Array:
+        """Kernel embeddings float32[Gp, H * len(pooling)]: each of ``config.pooling`` over the real
+        nodes of each graph, concatenated."""
+        num_graphs = graph.n_node.shape[0]
+        gid = node_graph_ids(graph.n_node, h.shape[0])
+        return jnp.concatenate(
+            [_masked_pool(h, gid, node_mask, num_graphs, how) for how in self.config.pooling], axis=-1
+        )
+
+
+class GraphSAGE(SAGEEncoder):
+    """The paper's GraphSAGE kernel model: `SAGEEncoder` (node inputs, K layers, pooling), then a
+    Dense head from the kernel embedding to one number.
+
+    ``model(graph, node_mask, graph_mask)`` with a padded `jraph.GraphsTuple` (nodes
+    ``{"opcode": int32[Np], "features": float32[Np, F]}``, senders/receivers int32[Mp],
+    n_node int32[Gp]) and masks bool[Np], bool[Gp] returns float32[Gp]: standardised
+    log(runtime_ns) per graph (0 for padding graphs).
+
+    Taught in notebook 03, section 1 (`notebooks/03_train_cost_model.ipynb`: one layer, the
+    pooling and the head written out by hand against this class).
+    """
+
+    def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
+        super().__init__(config, rngs)  # encoder, layers, dropout
+        self.head = nnx.Linear(config.hidden * len(config.pooling), 1, rngs=rngs)
 
     def __call__(
         self,
@@ -247,12 +290,8 @@ class GraphSAGE(nnx.Module):
     ) -> jax.Array:
         """Predictions float32[Gp]; ``seq_index`` is ignored (LSTM only); ``dropout_key`` enables dropout."""
         del seq_index
-        h = self.embed_nodes(graph, dropout_key=dropout_key)
-        num_graphs = graph.n_node.shape[0]
-        gid = node_graph_ids(graph.n_node, h.shape[0])
-        pooled = jnp.concatenate(
-            [_masked_pool(h, gid, node_mask, num_graphs, how) for how in self.config.pooling], axis=-1
-        )
+        h = self.embed_nodes(graph, dropout_key=dropout_key)  # [Np, H]
+        pooled = self.pool(h, graph, node_mask)  # [Gp, H * len(pooling)]
         return jnp.where(graph_mask, self.head(pooled)[:, 0], 0.0)
 
 
@@ -299,18 +338,6 @@ class LSTMBaseline(nnx.Module):
         return jnp.where(graph_mask & (lengths > 0), self.head(last)[:, 0], 0.0)
 
 
-def make_model(config: ModelConfig, rngs: nnx.Rngs | int = 0) -> GraphSAGE | LSTMBaseline | TileGraphSAGE:
-    """A freshly initialised model for ``config`` (``rngs`` an nnx.Rngs or a seed): the tile model
-    when the feature spec has configuration features, else the kernel model of ``config.kind``."""
-    if isinstance(rngs, int):
-        rngs = nnx.Rngs(rngs)
-    if config.features.num_config_features > 0:
-        if config.kind != "gnn":
-            raise ValueError(f"the tile model is a GraphSAGE model (kind 'gnn'), got kind {config.kind!r}")
-        return TileGraphSAGE(config, rngs)
-    return GraphSAGE(config, rngs) if config.kind == "gnn" else LSTMBaseline(config, rngs)
-
-
 def sequence_index(
     n_node: np.ndarray, node_mask: np.ndarray, length_buckets: Sequence[int] = DEFAULT_LENGTH_BUCKETS
 ) -> np.ndarray:
@@ -337,7 +364,7 @@ def sequence_index(
     return idx.astype(np.int32)
 
 
-class TileGraphSAGE(nnx.Module):
+class TileGraphSAGE(SAGEEncoder):
     """The paper's tile-size model: a kernel's graph plus one feature vector per configuration.
 
     ``model(graph, node_mask, graph_mask, config_features, config_mask)`` returns float32[Gp, Cp]:
@@ -349,34 +376,19 @@ class TileGraphSAGE(nnx.Module):
       concatenated with each configuration's encoding, then an MLP scores each pair;
     * ``"early"``: at every node: each configuration's encoding is added to every node's input
       embedding and the GraphSAGE layers run once per configuration (Cp times the work).
+
+    Taught in notebook 04, section 3 (`notebooks/04_tile_selection.ipynb`).
     """
 
     def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
-        self.config = config
         width = config.features.num_config_features
         if width < 1:
             raise ValueError("TileGraphSAGE needs config.features.num_config_features >= 1")
-        self.encoder = _NodeEncoder(config, rngs)
-        self.layers = ModuleList([_SAGELayer(config, rngs) for _ in range(config.num_layers)])
-        self.dropout = nnx.Dropout(config.dropout)
+        super().__init__(config, rngs)  # encoder, layers, dropout: the kernel model's graph side
         self.config_encoder = nnx.Linear(width, config.hidden, rngs=rngs)
         pooled = config.hidden * len(config.pooling)
         self.mlp = nnx.Linear(pooled + config.hidden, config.hidden, rngs=rngs)
         self.head = nnx.Linear(config.hidden, 1, rngs=rngs)
-
-    def _pooled(
-        self, h: jax.Array, graph: jraph.GraphsTuple, node_mask: jax.Array, dropout_key: jax.Array | None
-    ) -> jax.Array:
-        """Run the GraphSAGE layers on input embeddings h [Np, H] and pool -> [Gp, H * poolings]."""
-        for k, layer in enumerate(self.layers):
-            if dropout_key is not None and self.config.dropout > 0:
-                h = self.dropout(h, deterministic=False, rngs=jax.random.fold_in(dropout_key, k))
-            h = layer(h, graph.senders, graph.receivers)
-        num_graphs = graph.n_node.shape[0]
-        gid = node_graph_ids(graph.n_node, h.shape[0])
-        return jnp.concatenate(
-            [_masked_pool(h, gid, node_mask, num_graphs, how) for how in self.config.pooling], axis=-1
-        )
 
     def __call__(
         self,
@@ -393,12 +405,45 @@ class TileGraphSAGE(nnx.Module):
         cfg = nnx.relu(self.config_encoder(config_features.astype(jnp.float32)))  # [Gp, Cp, H]
         if self.config.config_join == "early":
             gid = node_graph_ids(graph.n_node, h0.shape[0])
-            pooled = jax.vmap(
-                lambda c: self._pooled(h0 + c[gid], graph, node_mask, dropout_key), in_axes=1, out_axes=1
-            )(cfg)  # [Gp, Cp, P]
+
+            def pooled_with(c: jax.Array) -> jax.Array:  # c [Gp, H]: one configuration per graph
+                return self.pool(self.propagate(h0 + c[gid], graph, dropout_key), graph, node_mask)
+
+            pooled = jax.vmap(pooled_with, in_axes=1, out_axes=1)(cfg)  # [Gp, Cp, P]
         else:
-            pooled = self._pooled(h0, graph, node_mask, dropout_key)
+            pooled = self.pool(self.propagate(h0, graph, dropout_key), graph, node_mask)  # [Gp, P]
             pooled = jnp.broadcast_to(pooled[:, None, :], (*cfg.shape[:2], pooled.shape[-1]))
         joint = nnx.relu(self.mlp(jnp.concatenate([pooled, cfg], axis=-1)))
         scores = self.head(joint)[..., 0]
         return jnp.where(graph_mask[:, None] & config_mask, scores, 0.0)
+
+
+def make_model(
+    config: ModelConfig, rngs: nnx.Rngs | int = 0, task: str = "kernel"
+) -> GraphSAGE | LSTMBaseline | TileGraphSAGE:
+    """A freshly initialised model of ``task`` for ``config`` (``rngs`` an nnx.Rngs or a seed).
+
+    How the model is chosen: the task names it, nothing is inferred from the config's widths.
+
+    * ``task="kernel"``: `GraphSAGE` when ``config.kind == "gnn"``, `LSTMBaseline` when ``"lstm"``;
+      a kernel model reads no configuration features, so ``config.features`` must have none.
+    * ``task="tile"``: `TileGraphSAGE`; ``config.kind`` must be ``"gnn"`` (its graph side is
+      GraphSAGE), as every saved tile config says.
+
+    `tpucost.method.train.train_and_evaluate` passes its task's ``name``, and
+    `tpucost.method.checkpoint.load` the ``"task"`` saved in the checkpoint's metadata.
+    """
+    if isinstance(rngs, int):
+        rngs = nnx.Rngs(rngs)
+    if task == "tile":
+        if config.kind != "gnn":
+            raise ValueError(f"the tile model is a GraphSAGE model (kind 'gnn'), got kind {config.kind!r}")
+        return TileGraphSAGE(config, rngs)
+    if task != "kernel":
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if config.features.num_config_features > 0:
+        raise ValueError(
+            f"a kernel model reads no configuration features, but the feature spec has "
+            f"{config.features.num_config_features}; the tile model is make_model(..., task='tile')"
+        )
+    return GraphSAGE(config, rngs) if config.kind == "gnn" else LSTMBaseline(config, rngs)

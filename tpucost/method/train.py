@@ -2,7 +2,7 @@
 
 What differs between the paper's two problems (how a batch is built, the loss, the labels) is a
 `Task` (`tpucost.method.tasks.kernel.KernelTask`, `tpucost.method.tasks.tile.TileTask`). The loop owns the rest:
-the model (`tpucost.method.models.make_model` of ``config.model``), the optimizer (AdamW or Adam, linear
+the model (`tpucost.method.models.make_model` of ``config.model`` for the task's ``name``), the optimizer (AdamW or Adam, linear
 warmup then cosine decay, gradient clipping), data parallelism over all local devices, the jitted
 train and eval steps, epochs, early stopping on the validation loss, the resumable per-epoch state
 and the best model (both with `tpucost.method.checkpoint`).
@@ -56,19 +56,25 @@ BEST_DIR = "best"
 class Task(Protocol):
     """What the loop needs from a learning problem.
 
-    A task may also define ``eval_order(part) -> np.ndarray``: the order in which to batch the
-    validation examples (e.g. by size, for less padding); without it they go in ``part`` order.
-    And ``train_order(part, rng, batch_size) -> np.ndarray``: an epoch's order of the training
-    examples, drawn from ``rng`` only (so a resumed run gets the same order); without it, a
-    random permutation.
-    When ``metadata()`` holds ``"features"`` (a `FeatureSpec` dict), the model config's feature
-    spec must equal it.
+    ``name`` also names the model the loop trains (`tpucost.method.models.make_model`). When
+    ``metadata()`` holds ``"features"`` (a `FeatureSpec` dict), the model config's feature spec
+    must equal it.
     """
 
-    name: str  # "kernel" | "tile"
+    name: str  # "kernel" | "tile": `tpucost.method.models.TASKS`
 
     def num_examples(self, part: Sequence[int]) -> int:
         """Examples in ``part`` (may simply be ``len(part)``)."""
+        ...
+
+    def train_order(self, part: np.ndarray, rng: np.random.Generator, batch_size: int) -> np.ndarray:
+        """An epoch's order of the training examples (indices into ``part``), drawn from ``rng``
+        only, so a resumed run gets the same order (plainly: ``rng.permutation(len(part))``)."""
+        ...
+
+    def eval_order(self, part: np.ndarray) -> np.ndarray:
+        """The order in which to batch the validation examples (indices into ``part``; e.g. by
+        size, for less padding; plainly: ``np.arange(len(part))``)."""
         ...
 
     def batches(
@@ -206,7 +212,18 @@ def _stacked_loss(
 
 
 class _Steps:
-    """Jitted train / eval steps of one task, graphdef, optimizer and mesh."""
+    """Jitted train / eval steps of one task, graphdef, optimizer and mesh.
+
+    One training step, top to bottom: a dropout key per device; the task's loss summed over the
+    devices' batches and divided by the number of real examples; its gradient with respect to
+    every parameter (`jax.value_and_grad`); the optimizer's update (clipping, AdamW, the learning
+    rate schedule: `_make_optimizer`) applied to the parameters. The eval step is the same loss
+    without dropout and without the update, its sum and count kept apart so that `_mean_loss`
+    weighs every example once.
+
+    Taught in notebook 03, section 1 (one step of gradient descent by hand against
+    ``KernelTask.loss``) and section 2 (`train_and_evaluate`), `notebooks/03_train_cost_model.ipynb`.
+    """
 
     def __init__(self, task: Task, graphdef, rest, tx: optax.GradientTransformation, mesh: Mesh):
         self.mesh = mesh
@@ -214,14 +231,14 @@ class _Steps:
         self.replicated = NamedSharding(mesh, P())
 
         def train_step(params, opt_state, batch, key):
-            keys = jax.random.split(key, mesh.size)
+            keys = jax.random.split(key, mesh.size)  # one dropout key per device
 
             def loss_fn(p):
                 s, n = _stacked_loss(task, graphdef, p, rest, batch, keys)
                 return s / jnp.maximum(n, 1), n
 
             (loss, _), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-            updates, opt_state = tx.update(grads, opt_state, params)
+            updates, opt_state = tx.update(grads, opt_state, params)  # clip, AdamW, schedule
             return optax.apply_updates(params, updates), opt_state, loss
 
         def eval_step(params, batch):
@@ -263,24 +280,12 @@ def _check_features(task: Task, metadata: dict[str, Any], config: TrainConfig) -
         )
 
 
-def _eval_order(task: Task, part: np.ndarray) -> np.ndarray:
-    order = getattr(task, "eval_order", None)
-    return np.asarray(order(part)) if order is not None else np.arange(task.num_examples(part))
-
-
-def _train_order(task: Task, part: np.ndarray, rng: np.random.Generator, batch_size: int) -> np.ndarray:
-    order = getattr(task, "train_order", None)
-    if order is not None:
-        return np.asarray(order(part, rng, batch_size))
-    return rng.permutation(task.num_examples(part))
-
-
 def _train_epoch(
     steps: _Steps, task: Task, config: TrainConfig, state: checkpoint.TrainState, train_part: np.ndarray
 ) -> float:
     """One epoch over ``train_part`` in the epoch's order; updates ``state``; the mean step loss."""
     rng, key = _epoch_rng(config.seed, state.epoch)
-    order = _train_order(task, train_part, rng, config.batch_size)
+    order = np.asarray(task.train_order(train_part, rng, config.batch_size))
     losses = []
     for s, batch in enumerate(task.batches(train_part, config.batch_size, steps.mesh.size, order)):
         state.params, state.opt_state, loss = steps.train_step(
@@ -364,7 +369,7 @@ def train_and_evaluate(
     metadata = task.metadata()
     _check_features(task, metadata, config)
     mesh = Mesh(np.array(jax.devices()), ("data",))
-    model = make_model(config.model, nnx.Rngs(config.seed))
+    model = make_model(config.model, nnx.Rngs(config.seed), task=task.name)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = _make_optimizer(config, math.ceil(task.num_examples(train_part) / config.batch_size) * config.epochs)
     state = checkpoint.TrainState(0, params, tx.init(params))
@@ -375,7 +380,8 @@ def train_and_evaluate(
     steps = _Steps(task, graphdef, rest, tx, mesh)
     state.params = jax.device_put(state.params, steps.replicated)
     state.opt_state = jax.device_put(state.opt_state, steps.replicated)
-    val_batches = list(task.batches(val_part, config.eval_batch_size, mesh.size, _eval_order(task, val_part)))
+    val_order = np.asarray(task.eval_order(val_part))
+    val_batches = list(task.batches(val_part, config.eval_batch_size, mesh.size, val_order))
     _run_epochs(steps, task, config, state, train_part, val_batches, state_file, progress)
     if state.best_params is not None:
         model = nnx.merge(graphdef, jax.device_get(state.best_params), rest)

@@ -29,11 +29,12 @@ import jraph
 import numpy as np
 from flax import nnx
 
-from tpucost.method import analytical, baselines, checkpoint, features, train
+from tpucost.method import analytical, baselines, checkpoint, features, losses, train
 from tpucost.method.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.method.models import DEFAULT_LENGTH_BUCKETS, ModelConfig, sequence_index
 
 __all__ = [
+    "LOSS",
     "METHODS",
     "TargetNorm",
     "KernelBatch",
@@ -48,6 +49,8 @@ __all__ = [
     "load_method",
 ]
 
+#: The kernel task's loss, a name in `tpucost.method.losses.LOSSES`: squared error on standardised log runtime.
+LOSS = "mse"
 #: The methods of an experiment folder, in table order: gnn, lstm, analytical, constant.
 METHODS: tuple[str, ...] = ("gnn", "lstm", "analytical", "constant")
 #: An experiment folder's analytical model.
@@ -239,10 +242,11 @@ class KernelTask:
     def loss(
         self, model: nnx.Module, batch: KernelBatch, dropout_key: jax.Array | None
     ) -> tuple[jax.Array, jax.Array]:
-        """Sum of squared errors on standardised log runtime, and the number of real kernels."""
+        """Sum of squared errors on standardised log runtime (the registered loss `LOSS`, each
+        kernel a list of one), and the number of real kernels."""
         pred = model(batch.graph, batch.node_mask, batch.graph_mask, batch.seq_index, dropout_key=dropout_key)
-        err = jnp.where(batch.graph_mask, (pred - batch.graph.globals[:, 0]) ** 2, 0.0)
-        return err.sum(), batch.graph_mask.sum()
+        per_kernel = losses.get(LOSS)(pred[:, None], batch.graph.globals, where=batch.graph_mask[:, None])
+        return jnp.sum(jnp.where(batch.graph_mask, per_kernel, 0.0)), batch.graph_mask.sum()
 
     def metadata(self) -> dict[str, Any]:
         """``{"task": "kernel", "norm": {"mean", "std"}, "features": the data's FeatureSpec dict}``."""

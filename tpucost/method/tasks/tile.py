@@ -143,7 +143,7 @@ class TileTask:
     name: str = "tile"
 
     def __post_init__(self):
-        self._loss_fn = losses.rank_loss(self.loss_name)
+        self._loss_fn = losses.get(self.loss_name)
 
     @classmethod
     def fit(cls, dataset: TileDataset, train_part: Sequence[int], **kwargs: Any) -> TileTask:
@@ -153,6 +153,14 @@ class TileTask:
 
     def num_examples(self, part: Sequence[int]) -> int:
         return len(part)
+
+    def train_order(self, part: np.ndarray, rng: np.random.Generator, batch_size: int) -> np.ndarray:
+        """An epoch's order of the kernels ``part``: a random permutation (``batch_size`` unused)."""
+        return rng.permutation(len(part))
+
+    def eval_order(self, part: np.ndarray) -> np.ndarray:
+        """The kernels ``part`` in their own order."""
+        return np.arange(len(part))
 
     def _example(self, i: int, rng: np.random.Generator | None) -> tuple:
         rows, runtime = self.dataset.config_features(i), self.dataset.runtime_ns(i)
@@ -207,7 +215,10 @@ class TileTask:
 def model_config(
     dataset: TileDataset, base: ModelConfig | None = None, config_join: str = "late"
 ) -> ModelConfig:
-    """A GraphSAGE `ModelConfig` whose feature spec matches ``dataset`` (node and config features)."""
+    """A GraphSAGE `ModelConfig` whose feature spec matches ``dataset`` (node and config features).
+
+    Its ``kind`` is ``"gnn"`` (the tile model's graph side is GraphSAGE); that the model is the
+    tile model is the task's choice: `tpucost.method.models.make_model` with ``task="tile"``."""
     base = base or ModelConfig(hidden=64, num_layers=3)
     return dataclasses.replace(base, kind="gnn", features=dataset.features, config_join=config_join)
 
