@@ -175,7 +175,10 @@ def test_load_tunable_program_and_tile_spaces():
     assert t.space.default["mm1"] == {"bm": 128, "bn": 128, "bk": 128}
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n.startswith("nnx_") else n for n in sorted(EXAMPLES)],
+)
 def test_every_built_in_example_builds_and_compiles_at_its_default(name):
     """`example:NAME` as a learner's search would start it: built at the default, lowered and compiled."""
     space = "tile" if hasattr(EXAMPLES[name], "kernels") else "program"
@@ -200,6 +203,7 @@ def test_program_evaluators_on_a_built_in_example():
     assert predictor.counter.candidates == 1
 
 
+@pytest.mark.slow
 def test_tile_predictor_scores_without_compiling():
     if not tile_task.default_model_dir().is_dir():
         pytest.fail(

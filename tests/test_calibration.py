@@ -230,6 +230,7 @@ def test_cross_fitting_is_by_family():
     assert by_program["median_ape_after"] < by_family["median_ape_after"]  # halves share families: a leak
 
 
+@pytest.mark.slow
 def test_the_bundled_models_training_kernels_are_known():
     ds = kernel_data.load_kernel_dataset()
     for split in kernel_data.SPLITS:

@@ -320,6 +320,7 @@ def test_opcode_coverage_counts_each_kernel_once_per_opcode():
     assert coverage["parameter"] <= len(part) and all(everything[op] >= n for op, n in coverage.items())
 
 
+@pytest.mark.slow
 def test_data_coverage_cli_names_the_opcodes_training_lacks(tmp_path, capsys):
     from tpucost import cli
 

@@ -128,6 +128,7 @@ def test_errors_name_line_and_column(text, line, col, words):
     assert words in str(err) and str(err).startswith(f"bad.hlo:{line}:{col}:")
 
 
+@pytest.mark.slow
 def test_cli_on_an_empty_hlo_file_prints_one_line_per_message(tmp_path):
     """`python -m tpucost predict` on an empty file, with a model trained on another device: the
     warning about the device and the parse error are one line each, and no line is source code."""

@@ -9,7 +9,6 @@ re-bundling the data cannot leave the prose behind.
 
 from __future__ import annotations
 
-import inspect
 import re
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import nbformat
 import pytest
 
 from tpucost.experiments import autotune, tile_experiments, tiles, verdicts
+from tpucost.experiments.configs import autotune as autotune_config
 
 ROOT = Path(__file__).resolve().parents[1]
 NB04 = ROOT / "notebooks" / "04_tile_selection.ipynb"
@@ -70,10 +70,10 @@ def test_nb05_states_the_bundled_seeds_budgets_and_noise_processes(bundled):
 
 def test_nb05_states_the_measurement_settings_it_runs():
     prose = _sources(NB05, "markdown")
-    defaults = inspect.signature(autotune.autotune).parameters
-    assert _counts(prose, r"each the minimum of {N} runs") == [defaults["repeats"].default]
-    assert _counts(prose, r"the minimum of {N} rounds") == [defaults["fresh_rounds"].default]
-    assert _counts(prose, r"then {N} interleaved rounds") == [defaults["fresh_rounds"].default]
+    defaults = autotune_config.get_config()  # the one place autotune's defaults live
+    assert _counts(prose, r"each the minimum of {N} runs") == [defaults.repeats]
+    assert _counts(prose, r"the minimum of {N} rounds") == [defaults.fresh_rounds]
+    assert _counts(prose, r"then {N} interleaved rounds") == [defaults.fresh_rounds]
 
 
 def test_nb05_percentages_are_the_papers_or_the_significance_level():

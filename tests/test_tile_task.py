@@ -222,6 +222,7 @@ def test_cli_measure_tiles_and_bad_shape(capsys):
     assert len(err) == 1 and "matmul" in err[0]
 
 
+@pytest.mark.slow
 def test_trains_on_the_published_tpugraphs_format(tmp_path):
     """`train --task tile --tpugraphs DIR`: the same model code on 140 node / 24 config features."""
     from test_tpugraphs import tile_arrays, write
@@ -357,6 +358,7 @@ def test_largest_block_scores_put_the_largest_volume_first_and_tie_equal_volumes
         assert np.array_equal(np.isclose(s[:, None], s[None, :]), same)  # equal volume: a tie
 
 
+@pytest.mark.slow
 def test_table_3_has_both_heuristics_beside_the_models(dataset, split, tmp_path):
     """`tile_experiments.evaluate_models` reports ``largest_block`` and ``fewest_steps`` on the same test kernels
     as the models, computed by the same metric from the heuristics' scores."""

@@ -178,6 +178,7 @@ def test_both_tasks_implement_the_whole_task_protocol():
     assert np.array_equal(tile_task.eval_order(part), np.arange(len(part)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gnn", "lstm"])
 def test_the_kernel_loss_is_the_registered_mse_bit_for_bit(toy, kind):
     """`KernelTask.loss` (the registry's "mse", one kernel per list) equals the squared error
