@@ -5,11 +5,12 @@
   (`HEURISTICS`: largest block first, fewest grid steps) and a random ranking on the split's test
   kernels (Table 3, `score_models`); `seed_spread` repeats it over split seeds; `suggest_tiles` ranks
   the legal block shapes of a problem outside the data set.
-* `leave_family_out`: for each family F of a tile data set: F's problems are the test part, the next family in
-alphabetical order (wrapping) the validation part (early stopping), every other family training;
-one tile model per loss is trained (`tasks.tile.train_model`) and scored with the baselines
-by `tile_experiments.score_models`, the same code as Table 3. The summary is, per row name, the
-mean over families of Kendall tau and the top-k slowdowns, and the worst family by Kendall tau.
+* `leave_family_out`: for each family F of a tile data set: F's problems are the test part, the
+  next family in alphabetical order (wrapping) the validation part (early stopping), every other
+  family training; one tile model per loss is trained (`tpucost.method.tasks.tile.train_model`)
+  and scored with the baselines by `score_models`, the same code as Table 3. The summary is, per
+  row name, the mean over families of Kendall tau and the top-k slowdowns, and the worst family
+  by Kendall tau.
 
 Resumable like the kernel experiments: each family's scores are ``OUT/<family>.json`` once done
 (a rerun skips it), and a training killed midway resumes from its workdir

@@ -21,7 +21,7 @@ count still cover every entry. A block that does not apply to an op is all zeros
 columns    names                                meaning                                              scaling
 =========  ===================================  ===================================================  =======
 0-33       ``etype=<t>``                        one-hot element type: the 32 of                      0/1
-                                                ``tpucost.method.hlo.ELEMENT_TYPES``, ``tuple``, ``other``
+                                                `hlo.ELEMENT_TYPES`, ``tuple``, ``other``
 34         ``element_bits``                     bits per element (of the main leaf for a tuple)      log
 35-40      ``dim0..dim5``                       output dims, minor to major as laid out (layout's    log
                                                 ``minor_to_major``, else the default descending

@@ -38,7 +38,7 @@ class AutotuneConfig:
       wall_budget_s: wall-clock seconds per model-using search, predicting included (None: ``budget_s``).
       seeds: the seeds; each runs every arm from every start.
       search: ``"anneal"`` or ``"random"`` (`tpucost.method.autotune.strategies.STRATEGIES`), or
-        a strategy class (``cls(space, start, rng)``).
+      a strategy class (``cls(space, start, rng)``).
       n_candidates: candidates a model-guided search scores (None: `CANDIDATES` of the space).
       starts: a subset of `STARTS`.
       arms: a subset of `ARMS` to run (device-only and model-guided always run).

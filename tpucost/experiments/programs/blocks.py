@@ -68,10 +68,10 @@ class ProgramFamily:
       name: the family's name (the first part of its program ids).
       generate: ``rng -> Model``, draws one program's hyperparameters, parameters and batch.
       group: its group for leave-one-group-out evaluation (``FAMILY_GROUPS``): a held-out group
-        shares no architecture with training. Required, so no family can be left out of every group.
+      shares no architecture with training. Required, so no family can be left out of every group.
       written_here: False for model code written by others (``keras.applications``, diffrax, jraph).
       default: in the default corpus of ``generate_programs`` (the families of the first corpora;
-        a family added later stays False, so a seed's default corpus stays the programs it was).
+      a family added later stays False, so a seed's default corpus stays the programs it was).
     """
 
     name: str
