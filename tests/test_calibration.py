@@ -1,4 +1,4 @@
-"""tpucost.experiments.calibration and CostModel.calibrate: correcting a model for the device at hand."""
+"""tpucost.experiments.calibration (calibrate) and tpucost.method.correction: correcting a model for the device at hand."""
 
 from __future__ import annotations
 
