@@ -318,7 +318,7 @@ def test_seed_spread_trains_every_loss_per_split_seed(dataset, tmp_path):
     )
     assert [r["split_seed"] for r in report["runs"]] == [0, 1]
     assert set(report["summary"]) == {
-        *tile_experiments.METHOD_OF_LOSS.values(),
+        *tile_task.METHODS,
         "analytical",
         *tile_experiments.HEURISTICS,
         "random",

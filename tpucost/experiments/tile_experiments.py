@@ -43,8 +43,6 @@ __all__ = [
     "train_models",
     "evaluate_models",
     "score_models",
-    "METHOD_OF_LOSS",
-    "METHODS",
     "HEURISTICS",
     "analytical_scores",
     "fewest_steps_scores",
@@ -88,7 +86,7 @@ def _one_family(
     for loss in loss_names:
         workdir = folder / family / f"tile-{loss}"
         tile_task.train_model(dataset, split, loss, workdir, config, progress)
-        models[METHOD_OF_LOSS[loss]] = workdir
+        models[tile_task.METHOD_OF_LOSS[loss]] = workdir
     return score_models(dataset, [int(i) for i in split.test], models)
 
 
@@ -213,12 +211,6 @@ HEURISTICS: dict[str, Callable[[tile_data.TileDataset, Sequence[int]], list[np.n
 }
 
 
-#: Table 3 row name of the model trained with each loss (`tpucost.method.losses.LOSSES`).
-METHOD_OF_LOSS: dict[str, str] = {name: loss.model_name for name, loss in losses.LOSSES.items()}
-#: The learned methods of Table 3 (one per loss), in the order of `tpucost.method.losses.LOSSES`.
-METHODS: tuple[str, ...] = tuple(METHOD_OF_LOSS.values())
-
-
 def evaluate_models(
     dataset: tile_data.TileDataset,
     split_name: str,
@@ -227,12 +219,12 @@ def evaluate_models(
 ) -> dict[str, Any]:
     """Table 3 on the TEST kernels of one split: `score_models` of every tile model
     ``model_root/tile-<split>-<loss>`` there is (default root: the bundled checkpoints), named by
-    `METHOD_OF_LOSS`, beside the baselines."""
+    `tpucost.method.tasks.tile.METHOD_OF_LOSS`, beside the baselines."""
     split = tile_data.split(dataset, split_name, seed=seed)
     root = Path(model_root) if model_root is not None else checkpoint.bundled_checkpoints_dir()
     models = {
         name: root / f"tile-{split_name}-{loss}"
-        for loss, name in METHOD_OF_LOSS.items()
+        for loss, name in tile_task.METHOD_OF_LOSS.items()
         if (root / f"tile-{split_name}-{loss}").is_dir()
     }
     if not models:

@@ -38,6 +38,8 @@ if (
 
 __all__ = [
     "LOSS_NAMES",
+    "METHOD_OF_LOSS",
+    "METHODS",
     "DEFAULT_LOSS",
     "TileBatch",
     "TileTask",
@@ -54,6 +56,10 @@ __all__ = [
 
 #: Losses a tile model can be trained with: every loss of `tpucost.method.losses.LOSSES`.
 LOSS_NAMES: tuple[str, ...] = tuple(losses.LOSSES)
+#: Table 3 row name of the model trained with each loss (`tpucost.method.losses.LOSSES`).
+METHOD_OF_LOSS: dict[str, str] = {name: loss.model_name for name, loss in losses.LOSSES.items()}
+#: The learned methods of Table 3 (one per loss), in the order of `tpucost.method.losses.LOSSES`.
+METHODS: tuple[str, ...] = tuple(METHOD_OF_LOSS.values())
 #: The bundled rank model's loss.
 DEFAULT_LOSS = "hinge"
 #: Allowed padded numbers of configurations per kernel.
