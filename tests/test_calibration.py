@@ -200,12 +200,12 @@ def test_training_kernels_are_left_out_of_the_fit_and_the_errors():
         [None] * n, ["kLoop"] * n, measured, [f"p{i % 8}" for i in range(n)], {}, 0.0, [], hashes, families
     )
     _, everything = calibration.choose_correction(predicted, cal)
-    correction, unseen = calibration.choose_correction(predicted, cal, training)
+    chosen, unseen = calibration.choose_correction(predicted, cal, training)
     assert everything["training_kernels_left_out"] is None and everything["kernels"] == n
     assert unseen["training_kernels_left_out"] == n // 2 and unseen["kernels"] == n // 2
     assert unseen["median_ape_before"] == pytest.approx(50.0)  # 1000 predicted for 2000 on each unseen kernel
     assert everything["median_ape_before"] < unseen["median_ape_before"]
-    assert correction.global_offset == pytest.approx(np.log(2.0)) and unseen["median_ape_after"] < 1e-9
+    assert chosen.global_offset == pytest.approx(np.log(2.0)) and unseen["median_ape_after"] < 1e-9
     with pytest.raises(ValueError, match="every calibration kernel is a training kernel"):
         calibration.choose_correction(predicted, cal, set(hashes))
     no_hashes = dataclasses.replace(cal, hashes=[])
@@ -249,14 +249,14 @@ def test_choose_correction_corrects_only_where_it_helps():
     per_program = {f"p{j}": f for j, f in enumerate(rng.choice([0.7, 1.3], 20))}
     predicted = measured * np.array([per_program[p] for p in programs])
     cal = calibration.CalibrationSet([None] * n, kinds, measured, programs, {}, 0.0)
-    correction, report = calibration.choose_correction(predicted, cal)
+    chosen, report = calibration.choose_correction(predicted, cal)
     assert set(report["modes"]) == set(report["mode_log_errors"]) == set(calibration.MODES)
     errors = report["mode_log_errors"]
     assert report["mean_abs_log_error_after"] == errors[report["mode"]] == min(errors.values())
     assert errors[report["mode"]] <= report["mean_abs_log_error_before"] + 1e-9
     # The same device 3x slower than the model thinks: a correction must win and remove most of it.
-    correction, report = calibration.choose_correction(predicted / 3.0, cal)
-    assert report["mode"] != "none" and correction.global_offset == pytest.approx(np.log(3.0), abs=0.3)
+    chosen, report = calibration.choose_correction(predicted / 3.0, cal)
+    assert report["mode"] != "none" and chosen.global_offset == pytest.approx(np.log(3.0), abs=0.3)
     assert (
         report["median_ape_after"] < 40.0 < report["median_ape_before"]
     )  # what is left: the +-30% per program
@@ -369,20 +369,20 @@ def test_calibration_undoes_a_per_kind_device_shift():
         {},
         0.0,
     )
-    correction, report = calibration.choose_correction(cal_predicted, cal_set)
+    chosen, report = calibration.choose_correction(cal_predicted, cal_set)
     predicted = model.predict(foreign)
     truth = _simulated_ns(predicted, foreign, absent, classes)
-    after = _median_ape(correction.apply(predicted, foreign_classes), truth)
+    after = _median_ape(chosen.apply(predicted, foreign_classes), truth)
     one_offset = calibration.fit_correction(cal_predicted, cal_set.measured_ns, cal_set.kinds, mode="global")
-    assert report["mode"] == "per_kind" and absent not in correction.offsets, report
+    assert report["mode"] == "per_kind" and absent not in chosen.offsets, report
     assert _median_ape(predicted, truth) >= 100 * (1 - 1 / MEMORY_FACTOR) - 1e-9  # 33%: every kernel is off
-    assert after <= 25.0, (after, absent, correction.offsets)
+    assert after <= 25.0, (after, absent, chosen.offsets)
 
     # One offset leaves the compute-bound kernels 2.2x off: the median does not see it, a mean does.
     def log_error(c: correction.Correction) -> float:
         return float(np.mean(np.abs(np.log(c.apply(predicted, foreign_classes) / truth))))
 
-    assert log_error(correction) < 0.5 * log_error(one_offset), (log_error(correction), log_error(one_offset))
+    assert log_error(chosen) < 0.5 * log_error(one_offset), (log_error(chosen), log_error(one_offset))
 
 
 def test_a_kernel_predicted_at_zero_does_not_blind_the_criterion():
@@ -393,6 +393,6 @@ def test_a_kernel_predicted_at_zero_does_not_blind_the_criterion():
     cal = calibration.CalibrationSet(
         [None] * n, ["kLoop"] * n, measured, [f"p{i % 8}" for i in range(n)], {}, 0.0
     )
-    correction, report = calibration.choose_correction(predicted, cal)
+    chosen, report = calibration.choose_correction(predicted, cal)
     assert all(np.isfinite(v) for v in report["mode_log_errors"].values()), report["mode_log_errors"]
-    assert report["mode"] != "none" and correction.global_offset == pytest.approx(np.log(3.0))
+    assert report["mode"] != "none" and chosen.global_offset == pytest.approx(np.log(3.0))
