@@ -269,7 +269,6 @@ def tiny_kernels(tmp_path_factory):
 def tiny_trained(tiny_kernels, tmp_path_factory):
     """Every method trained on `tiny_kernels` (random split, `TrainConfig.smoke()`): (model dir, report)."""
     from tpucost.method import train
-    from tpucost.method.tasks import kernel as kernel_task
 
     def build(out: Path) -> None:
         kernel_experiments.train_models(
@@ -277,7 +276,7 @@ def tiny_trained(tiny_kernels, tmp_path_factory):
         )
 
     out = built_once(tmp_path_factory, "tiny-models", build)
-    return out, json.loads((out / kernel_task.EVALUATION_FILE).read_text())
+    return out, json.loads((out / kernel_experiments.EVALUATION_FILE).read_text())
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -158,7 +158,7 @@ def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch,
     whole = kernel_experiments.train_models(
         tiny, "random", tmp_path / "whole", config, methods=("gnn",), progress=False
     )
-    assert not (tmp_path / "whole" / f"gnn{kernel_task.TRAINING_SUFFIX}").exists()
+    assert not (tmp_path / "whole" / f"gnn{kernel_experiments.TRAINING_SUFFIX}").exists()
     saving = checkpoint.save_train_state
 
     def killed_after_two(path, state, *args):
@@ -171,7 +171,9 @@ def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch,
         kernel_experiments.train_models(
             tiny, "random", tmp_path / "killed", config, methods=("gnn",), progress=False
         )
-    assert (tmp_path / "killed" / f"gnn{kernel_task.TRAINING_SUFFIX}" / train.TRAIN_STATE_FILE).is_file()
+    assert (
+        tmp_path / "killed" / f"gnn{kernel_experiments.TRAINING_SUFFIX}" / train.TRAIN_STATE_FILE
+    ).is_file()
     # `train` with another model config into that folder: one line naming the state, no traceback.
     other = [
         "train",
@@ -198,7 +200,7 @@ def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch,
         costmodel.CostModel.load(tmp_path / "whole", "gnn").predict(graphs),
         rtol=1e-6,
     )
-    assert not (tmp_path / "killed" / f"gnn{kernel_task.TRAINING_SUFFIX}").exists()
+    assert not (tmp_path / "killed" / f"gnn{kernel_experiments.TRAINING_SUFFIX}").exists()
 
 
 def test_predict_program_covers_every_kernel(trained):

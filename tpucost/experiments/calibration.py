@@ -47,6 +47,7 @@ from tqdm import tqdm
 
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import kernel_collection
+from tpucost.experiments.kernel_experiments import EVALUATION_FILE
 from tpucost.experiments.programs import applicable_configurations, generate_programs
 from tpucost.files import bundled_dir, read_json
 from tpucost.method import device, metrics
@@ -234,7 +235,7 @@ def training_kernel_hashes(model_dir: str | Path) -> set[str] | None:
     folder: its ``evaluation.json`` names the split and the data set), or None when the data set
     is not on this machine. The bundled models' data set ships with the package."""
     try:
-        report = read_json(Path(model_dir) / "evaluation.json", "evaluation report")
+        report = read_json(Path(model_dir) / EVALUATION_FILE, "evaluation report")
     except (OSError, ValueError):
         return None
     data = Path(str(report.get("data", "")))
@@ -367,7 +368,7 @@ def calibrate(
         raise ValueError(
             f"the calibration set was measured on {device.describe(cal.device)}, not on this device"
         )
-    raw = np.asarray(model.predict_uncorrected(cal.graphs), np.float64)
+    raw = model.predict_uncorrected(cal.graphs)
     model_dir = (model.loaded_with or {}).get("model_dir")
     training = training_kernel_hashes(model_dir) if model_dir else None
     correction, errors = choose_correction(raw, cal, training if cal.hashes else None)

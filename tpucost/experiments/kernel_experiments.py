@@ -64,15 +64,15 @@ from tpucost.method.features import KernelGraph
 from tpucost.method.models import ModelConfig
 from tpucost.method.splits import Split
 from tpucost.method.tasks.kernel import (
-    EVALUATION_FILE,
     FITTED_FILES,
-    TRAINING_SUFFIX,
     KernelTask,
     load_method,
     predict,
 )
 
 __all__ = [
+    "EVALUATION_FILE",
+    "TRAINING_SUFFIX",
     "train_models",
     "evaluate_split",
     "evaluate_models",
@@ -87,6 +87,10 @@ __all__ = [
 ]
 
 #: The summary file of `leave_group_out`.
+#: An experiment folder's results.
+EVALUATION_FILE = "evaluation.json"
+#: A network's resumable training state is kept in ``<experiment folder>/<method>`` + this until it finishes.
+TRAINING_SUFFIX = "-training"
 #: The experiments' defaults (`tpucost.experiments.configs.table2`).
 _DEFAULTS = table2.get_config()
 LEAVE_GROUP_OUT_FILE = "leave_group_out.json"

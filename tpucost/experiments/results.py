@@ -21,11 +21,11 @@ from tpucost.experiments.autotune import reports as autotune_reports
 from tpucost.experiments.autotune.protocol import ARMS as ARM_ORDER
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import tile as tile_data
-from tpucost.experiments.kernel_experiments import LEARNING_CURVE_FILE, LEAVE_GROUP_OUT_FILE
+from tpucost.experiments.kernel_experiments import EVALUATION_FILE, LEARNING_CURVE_FILE, LEAVE_GROUP_OUT_FILE
 from tpucost.files import read_json_object
 from tpucost.method import checkpoint
 from tpucost.method.metrics import THRESHOLD_NS
-from tpucost.method.tasks.kernel import EVALUATION_FILE, METHODS
+from tpucost.method.tasks.kernel import METHODS
 
 __all__ = [
     "TOTALS_FILE",

@@ -67,10 +67,10 @@ class CostModel:
 
     ``trained_on`` is the fingerprint of the device that measured the model's training labels
     (None when the checkpoint predates device fingerprints), with the jaxlib that compiled them.
-    On another device or under another jaxlib, `load` applies the correction that `calibrate`
-    stored for this model, device and jaxlib, or warns once that the predictions are for the
-    other setting. ``trained_dispatch_ns`` is the per-kernel dispatch
-    overhead of the training device (0 when unknown); a correction may replace it.
+    On another device or under another jaxlib, `load` applies the correction that
+    `tpucost.experiments.calibration.calibrate` stored for this model, device and jaxlib, or warns
+    once that the predictions are for the other setting. ``trained_dispatch_ns`` is the per-kernel
+    dispatch overhead of the training device (0 when unknown); a correction may replace it.
     """
 
     def __init__(
@@ -110,11 +110,11 @@ class CostModel:
     ) -> CostModel:
         """Load ``method`` from ``model_dir`` (default: the bundled checkpoints of ``split``).
 
-        With ``calibrated`` (the default), a correction stored by `calibrate` for this model on
-        this device is applied to every prediction, and a model trained on another device without
-        one warns once. ``calibrated=False`` gives the raw predictions for the device the model
-        was trained on (no correction, no warning): what scoring it against its data set's labels
-        needs.
+        With ``calibrated`` (the default), a correction stored by
+        `tpucost.experiments.calibration.calibrate` for this model on this device is applied to
+        every prediction, and a model trained on another device without one warns once.
+        ``calibrated=False`` gives the raw predictions for the device the model was trained on (no
+        correction, no warning): what scoring it against its data set's labels needs.
         """
         root = Path(model_dir) if model_dir is not None else kernel_task.default_model_dir(split)
         try:
@@ -174,7 +174,7 @@ class CostModel:
         graphs = [features.featurize(k) if isinstance(k, Kernel) else k for k in items]
         if not graphs:
             return np.zeros((0,), np.float64)
-        predicted = np.asarray(self._predict_fn(graphs), dtype=np.float64)
+        predicted = self.predict_uncorrected(graphs)
         if self.correction is not None:
             predicted = self.correction.apply(predicted, [correction.kernel_class(g) for g in graphs])
         return predicted

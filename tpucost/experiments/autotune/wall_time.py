@@ -149,7 +149,8 @@ class ScoringWorker:
         if self.backend != "cpu":
             raise RuntimeError(
                 f"a scoring worker is a second process, and on {self.backend} one process holds the device: "
-                "score in this process (autotune(..., scoring='sequential'), wall_time_search(predictor=...))"
+                "score in this process (autotune(program, get_config(scoring='sequential')), "
+                "wall_time_search(predictor=...))"
             )
         ctx = multiprocessing.get_context("spawn")
         self.cores = list(cores)

@@ -14,7 +14,16 @@ from typing import Any
 from tpucost.method.autotune.search import BUDGETS
 from tpucost.method.autotune.strategies import StrategyFactory
 
-__all__ = ["STARTS", "ARMS", "SPACES", "CANDIDATES", "AutotuneConfig", "get_config", "get_smoke_config"]
+__all__ = [
+    "STARTS",
+    "ARMS",
+    "SPACES",
+    "CANDIDATES",
+    "SCORINGS",
+    "AutotuneConfig",
+    "get_config",
+    "get_smoke_config",
+]
 
 #: Where each search starts: the default configuration, and a random one (the same for every arm).
 STARTS: tuple[str, ...] = ("from_default", "from_random")

@@ -59,10 +59,6 @@ ANALYTICAL_FILE = "analytical.json"
 CONSTANT_FILE = "constant.json"
 #: The methods fitted in seconds from the training labels (no network): their file in an experiment folder.
 FITTED_FILES = {"analytical": ANALYTICAL_FILE, "constant": CONSTANT_FILE}
-#: An experiment folder's results.
-EVALUATION_FILE = "evaluation.json"
-#: A network's resumable training state is kept in ``<experiment folder>/<method>`` + this until it finishes.
-TRAINING_SUFFIX = "-training"
 
 
 @dataclasses.dataclass(frozen=True)
