@@ -31,9 +31,8 @@ from tpucost.method.models import ModelConfig
 from tpucost.method.splits import Split
 from tpucost.method.tasks.kernel import TargetNorm
 
-if (
-    TYPE_CHECKING
-):  # the data set is the experiments' (`tpucost.experiments.data.tile`); the task only reads it
+# The data set is the experiments' (`tpucost.experiments.data.tile`); the task only reads it.
+if TYPE_CHECKING:
     from tpucost.experiments.data.tile import TileDataset
 
 __all__ = [
