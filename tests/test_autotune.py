@@ -138,7 +138,7 @@ def test_model_guided_measures_only_the_top_predicted_candidates():
     )  # an imperfect model
     measurer = Synthetic()
     run = autotune.model_guided_search(
-        space, predictor, measurer, space.default, budget_s=2.0, n_candidates=150, seed=3
+        space, predictor, measurer, space.default, budget_s=2.0, n_candidates=150, seed=3, guard=None
     )
     ranked = [c for c, _ in sorted(run.predicted, key=lambda p: p[1])]
     assert len(run.predicted) == 150 and len(run.measured) == 8  # 2.0 s at 0.25 s each

@@ -120,6 +120,13 @@ def test_collect_logs_the_rounds(reference):
     assert lines and all(e["rounds"] >= 1 and e["unsettled"] >= 0 and "hparams" in e for e in lines)
 
 
+def test_collect_logs_the_quiet_gate(reference):
+    lines = [e for e in collection.read_log(reference.root) if e.get("status") == "ok"]
+    assert lines and all(e["paused_s"] == 0.0 and e["pause_reason"] is None for e in lines)  # no gate asked
+    on_linux = collection.cpu_times() is not None
+    assert all((0.0 <= e["steal_share"] <= 1.0) if on_linux else e["steal_share"] is None for e in lines)
+
+
 def test_record_names_match_hlo_kernels():
     program = next(generate_programs(1, 0, FAMILIES))
     records, entry = kernel_collection.measure_program(program, "default", repeats=REPEATS)

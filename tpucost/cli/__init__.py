@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from tpucost.cli.autotune_commands import add_autotune_command
 from tpucost.cli.common import one_line_warnings
 from tpucost.cli.compile_commands import add_compile_command
+from tpucost.cli.device_commands import add_device_commands
 from tpucost.cli.experiment_commands import add_experiment_commands
 from tpucost.cli.kernel_commands import add_data_commands, add_model_commands, cmd_hlo
 from tpucost.cli.tile_commands import add_tile_commands
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tile_commands(sub)
     add_autotune_command(sub)
     add_experiment_commands(sub)
+    add_device_commands(sub)
     return parser
 
 

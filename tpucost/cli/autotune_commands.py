@@ -39,6 +39,7 @@ def cmd_autotune(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             noise_processes=args.noise_processes,
             scoring=args.scoring,
+            guard=not args.no_guard,
         )
         cost_model = None
         if args.space == "program":
@@ -96,6 +97,12 @@ def add_autotune_command(sub: argparse._SubParsersAction) -> None:
         default=defaults.scoring,
         help="wall-time arms: auto scores on the cores outside the measuring one when there are any "
         "(XLA:CPU only: on a TPU or GPU it scores in this process)",
+    )
+    p.add_argument(
+        "--no-guard",
+        action="store_true",
+        help="the paper's model-guided search, unguarded: it trusts the model to the end of the budget "
+        "(default: it falls back to device-only search when measurements contradict the model)",
     )
     p.add_argument("--seeds", type=int, default=len(defaults.seeds), help="seeds 0..N-1")
     p.add_argument("--search", choices=tuple(STRATEGIES), default=defaults.search)

@@ -11,8 +11,9 @@ from typing import Any
 from tpucost.cli.common import fail, names
 from tpucost.cli.kernel_commands import kernel_dataset
 from tpucost.cli.tile_commands import tile_dataset
-from tpucost.experiments import kernel_experiments, results, tile_experiments
-from tpucost.experiments.configs import table2, table3
+from tpucost.experiments import device_experiments, kernel_experiments, results, tile_experiments
+from tpucost.experiments.configs import lodo, table2, table3
+from tpucost.experiments.data import packs
 from tpucost.method.tasks import tile as tile_task
 from tpucost.method.train import TrainConfig
 
@@ -91,6 +92,24 @@ def cmd_leave_group_out(args: argparse.Namespace) -> int:
 
 def cmd_learning_curve(args: argparse.Namespace) -> int:
     return _print_summary(kernel_experiments.learning_curve, args, fractions=args.fractions)
+
+
+def cmd_leave_one_device_out(args: argparse.Namespace) -> int:
+    config = lodo.get_smoke_config() if args.smoke else lodo.get_config()
+    if args.epochs:
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, epochs=args.epochs))
+    folders = args.packs if args.packs is not None else packs.bundled_packs()
+    try:
+        summary = device_experiments.leave_one_device_out(
+            folders, args.out, config, progress=not args.no_progress
+        )
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(device_experiments.lodo_table(summary).to_string(index=False, float_format="{:.1f}".format))
+    return 0
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
@@ -175,6 +194,20 @@ def add_experiment_commands(sub: argparse._SubParsersAction) -> None:
         help=f"fractions of the training programs (default {','.join(f'{x:g}' for x in kernel_defaults.fractions)})",
     )
     p.set_defaults(func=cmd_learning_curve)
+    p = e.add_parser(
+        "leave-one-device-out",
+        help="the kernel model that reads the device, trained without each device pack and scored on "
+        "it: zero-shot, calibrated, fine-tuned, beside the roofline and a per-kind constant (needs >= 2 packs)",
+    )
+    p.add_argument(
+        "--packs", type=names, default=None, help="comma-separated pack folders (default: the bundled packs)"
+    )
+    p.add_argument("--out", required=True, help="results folder (resumed: finished devices are kept)")
+    p.add_argument("--epochs", type=int, default=None, help="training epochs (default: the config's)")
+    p.add_argument("--smoke", action="store_true", help="tiny settings (seconds on small packs)")
+    p.add_argument("--json", action="store_true", help="print the whole summary as JSON, not the table")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_leave_one_device_out)
     p = e.add_parser(
         "tables",
         help="Markdown tables of a checkpoint folder's results (default: the bundled ones; the "

@@ -31,9 +31,9 @@ from tpucost.cli.tile_commands import (
 from tpucost.experiments import calibration, command_tables, kernel_experiments
 from tpucost.experiments import results as results_tables
 from tpucost.experiments.autotune.tunable import load_tunable
-from tpucost.experiments.data import additivity, kernel_collection, overlap
+from tpucost.experiments.data import additivity, kernel_collection, overlap, pack_collection, packs
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.method import costmodel, hlo, kernels, losses, train
+from tpucost.method import costmodel, device, hlo, kernels, losses, train
 from tpucost.method.tasks import kernel
 
 
@@ -79,11 +79,94 @@ def cmd_collect(args: argparse.Namespace) -> int:
             families=args.families,
             do_finalize=not args.no_finalize,
             max_load=args.max_load,
+            max_steal=args.max_steal,
+            precompile_ahead=args.precompile_ahead,
         )
     except (FileExistsError, ValueError, RuntimeError) as err:
         return fail(err)
     print(json.dumps(summary))
     return 0
+
+
+def cmd_collect_pack(args: argparse.Namespace) -> int:
+    try:
+        device.pin_to_one_core()  # the label mode, before JAX starts
+        summary = pack_collection.collect_pack(
+            args.out,
+            args.programs,
+            seed=args.seed,
+            minutes=args.minutes,
+            commit_every_s=60.0 * args.commit_every,
+            max_load=args.max_load,
+            max_steal=args.max_steal,
+            commit=not args.no_commit,
+            resume=args.resume,
+            noise_sample=args.noise_sample,
+            progress=not args.no_progress,
+        )
+    except (FileExistsError, ValueError, RuntimeError, ImportError) as err:
+        return fail(err)
+    print(json.dumps(summary))
+    return 0
+
+
+def _add_collect_pack_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "collect-pack",
+        help="measure this device's pack (descriptor, every family, noise floor at start and end), "
+        "committed to git as it grows; resumable",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        help="the pack's folder, inside the git work tree; {device_id} in it becomes this device's id "
+        "(e.g. tpucost/bundled/packs/{device_id})",
+    )
+    p.add_argument(
+        "--programs",
+        type=int,
+        default=pack_collection.PACK_PROGRAMS,
+        help=f"corpus programs in the list (default {pack_collection.PACK_PROGRAMS}; --minutes stops earlier)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=pack_collection.PACK_SEED, help="corpus seed (default: every pack's)"
+    )
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="stop measuring the corpus after M minutes (after a commit); the end noise floor follows",
+    )
+    p.add_argument(
+        "--commit-every",
+        type=float,
+        default=pack_collection.COMMIT_EVERY_S / 60,
+        metavar="MIN",
+        help=f"minutes between two commits (default {pack_collection.COMMIT_EVERY_S / 60:.0f})",
+    )
+    p.add_argument(
+        "--max-load",
+        type=float,
+        default=pack_collection.PACK_MAX_LOAD,
+        help=f"pause while the 1-minute load average is above this (default {pack_collection.PACK_MAX_LOAD})",
+    )
+    p.add_argument(
+        "--max-steal",
+        type=float,
+        default=pack_collection.PACK_MAX_STEAL,
+        help="pause while the hypervisor steals more than this share of the CPU time wanted "
+        f"(default {pack_collection.PACK_MAX_STEAL})",
+    )
+    p.add_argument(
+        "--noise-sample",
+        type=int,
+        default=pack_collection.NOISE_SAMPLE,
+        help=f"kernels re-measured for each noise floor (default {pack_collection.NOISE_SAMPLE})",
+    )
+    p.add_argument("--no-commit", action="store_true", help="do not git-commit the folder")
+    p.add_argument("--resume", action="store_true", help="go on with the pack in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_collect_pack)
 
 
 def cmd_data_merge(args: argparse.Namespace) -> int:
@@ -194,8 +277,22 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="pause while the 1-minute load average is above this (e.g. 1.5: measure on a quiet machine)",
     )
+    p.add_argument(
+        "--max-steal",
+        type=float,
+        default=None,
+        help="pause while the hypervisor steals more than this share of the CPU time wanted (e.g. 0.05)",
+    )
+    p.add_argument(
+        "--precompile-ahead",
+        type=int,
+        default=0,
+        help="kernel task: compile up to N upcoming pairs in a second process on the spare core "
+        "(0: off; see docs/results/collect_prefetch.txt before turning it on)",
+    )
     all_cores_flag(p)
     p.set_defaults(func=cmd_collect)
+    _add_collect_pack_parser(sub)
     d = sub.add_parser("data", help="kernel data set tools").add_subparsers(
         dest="data_command", required=True
     )
@@ -300,6 +397,28 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_data_additivity)
+    p = d.add_parser("packs", help="the device packs: kernels, noise floor and gate, descriptor, size")
+    p.add_argument("paths", nargs="*", metavar="PACK_DIR", help="pack folders (default: every bundled pack)")
+    p.add_argument("--json", action="store_true", help="print JSON: a list of packs")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help=f"first write each pack's {packs.PACK_FILE} (its counts, so that listing skips loading kernels)",
+    )
+    p.set_defaults(func=cmd_data_packs)
+
+
+def cmd_data_packs(args: argparse.Namespace) -> int:
+    """``data packs [--json] [--write] [PACK_DIR...]``: the device packs (`packs.list_packs`)."""
+    try:
+        folders = args.paths or packs.bundled_packs()
+        if args.write:
+            for folder in folders:
+                packs.write_pack_file(folder)
+        listed = [summary.to_dict() for summary in packs.list_packs(folders)]
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    return emit(listed, args.json, command_tables.packs_table)
 
 
 def cmd_data_additivity(args: argparse.Namespace) -> int:

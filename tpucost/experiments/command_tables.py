@@ -7,7 +7,7 @@ and returns its readable text. Table 2 (``evaluate``) is `tpucost.experiments.re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tpucost.method import device
@@ -31,6 +31,7 @@ __all__ = [
     "compile_table",
     "autotune_table",
     "arms_table",
+    "packs_table",
 ]
 
 
@@ -402,3 +403,34 @@ def tile_configs_table(key: str, value: str) -> Callable[[Mapping[str, Any]], st
         return "\n".join(lines)
 
     return table
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def packs_table(packs: Sequence[Mapping[str, Any]]) -> str:
+    """`data packs`: one line per device pack (`tpucost.experiments.data.packs.PackSummary.to_dict`):
+    device, CPU, kernels (all and from families written by others), programs, families, the noise
+    floor of kernels >= 5 us and the gate's verdict, whether it has a descriptor, size; then its path."""
+    if not packs:
+        return "no device packs"
+    lines = [
+        f"{'device':<12}  {'cpu':<16} {'kernels':>8} {'by others':>9} {'programs':>8} {'families':>8}  "
+        f"{'noise >= 5 us: median / p90 (n, which)':<38}  {'gate':<6} {'descriptor':<10} {'MB':>6}"
+    ]
+    for p in packs:
+        noise = p["noise"]
+        floor = (
+            "none"
+            if noise is None
+            else f"{_percent(noise['median_rel_ge5us'])} / {_percent(noise['p90_rel_ge5us'])} "
+            f"({noise['n_ge5us']}, {noise['measurement']})"
+        )
+        lines.append(
+            f"{p['device_id']:<12}  {str(p['cpu_model']):<16} {p['kernels']:>8} {p['kernels_by_others']:>9} "
+            f"{p['programs']:>8} {p['families']:>8}  {floor:<38}  {'passes' if p['passes_gate'] else 'fails':<6} "
+            f"{'yes' if p['has_descriptor'] else 'no':<10} {p['size_bytes'] / 1e6:>6.1f}"
+        )
+        lines.append(f"  {p['path']}")
+    return "\n".join(lines)

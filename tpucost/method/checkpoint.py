@@ -4,9 +4,10 @@ The best-model folder (`save` writes it, `load` reads it; the bundled checkpoint
 
     DIR/params.msgpack   the parameters: `flax.serialization` msgpack of a str-keyed dict of arrays
     DIR/config.json      {"format_version": 2, "train": TrainConfig dict or null, "model": ModelConfig
-                          dict (its "features" is the `tpucost.method.features.FeatureSpec` the model reads),
-                          <the task's metadata keys, e.g. "task", "norm">, "jax_version",
-                          "flax_version", "extra"}
+                          dict (its "features" is the `tpucost.method.features.FeatureSpec` the model reads;
+                          "device_features" only for a model that reads the device),
+                          <the task's metadata keys, e.g. "task", "norm", "device_norm">,
+                          "jax_version", "flax_version", "extra"}
 
 It is written into a temporary folder beside DIR, each file with `tpucost.files.write_atomic`,
 then swapped in: a reader sees the old checkpoint or the new one, never a mix. The parameter tree

@@ -14,6 +14,10 @@ per-example losses over all devices divided by the number of real examples.
 
 Randomness is a pure function of (seed, epoch) (`_epoch_rng`): the data order and the dropout keys
 of a resumed run are those of an uninterrupted one.
+
+Fine-tuning is the same loop started from a trained model's parameters (``init_model``) instead of
+a fresh initialisation, e.g. a kernel model that reads the device adapted to a new device's few
+minutes of measurements (`tpucost.experiments.device_experiments`).
 """
 
 from __future__ import annotations
@@ -340,6 +344,19 @@ def _run_epochs(
     bar.close()
 
 
+def _initial_model(config: TrainConfig, task: Task, init_model: nnx.Module | None) -> nnx.Module:
+    """A fresh model of ``config.model`` for the task, holding ``init_model``'s parameters when given
+    (which must be a model of the same config)."""
+    model = make_model(config.model, nnx.Rngs(config.seed), task=task.name)
+    if init_model is not None:
+        if getattr(init_model, "config", None) != config.model:
+            raise ValueError(
+                "init_model is a model of another config than config.model: fine-tune with its own config"
+            )
+        nnx.update(model, jax.tree.map(jnp.asarray, nnx.state(init_model, nnx.Param)))
+    return model
+
+
 def train_and_evaluate(
     task: Task,
     config: TrainConfig,
@@ -347,6 +364,7 @@ def train_and_evaluate(
     val_part: np.ndarray,
     workdir: str | os.PathLike | None = None,
     progress: bool = True,
+    init_model: nnx.Module | None = None,
 ) -> TrainResult:
     """Train on the examples ``train_part`` of ``task``, early-stop on ``val_part``.
 
@@ -359,6 +377,8 @@ def train_and_evaluate(
       with the task's metadata); a later call with the same workdir resumes after the last
       finished epoch.
       progress: show a tqdm bar.
+      init_model: start from this model's parameters (fine-tuning; a model of ``config.model``)
+      instead of a fresh initialisation; a resumed training state still takes precedence.
 
     Returns:
       A `TrainResult` whose model holds the best-validation parameters.
@@ -369,7 +389,7 @@ def train_and_evaluate(
     metadata = task.metadata()
     _check_features(task, metadata, config)
     mesh = Mesh(np.array(jax.devices()), ("data",))
-    model = make_model(config.model, nnx.Rngs(config.seed), task=task.name)
+    model = _initial_model(config, task, init_model)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = _make_optimizer(config, math.ceil(task.num_examples(train_part) / config.batch_size) * config.epochs)
     state = checkpoint.TrainState(0, params, tx.init(params))

@@ -17,7 +17,9 @@ program, with the pieces of this package:
 * the **arms** (`ARMS`): `device_only_search` (the strategy driven by measurements until the
   device budget is spent), `model_guided_search` (the strategy driven by predictions over
   ``n_candidates`` candidates, then the best-predicted ones measured, best first, until the same
-  device budget is spent), the **control** `random_order_search` (the same candidates measured in
+  device budget is spent; guarded by default, `tpucost.method.autotune.guard`: its start measured
+  first, and device-only search for the rest of the budget when the measurements contradict the
+  model), the **control** `random_order_search` (the same candidates measured in
   random order: its gap to model-guided is what the model's ranking adds) and the **heuristic**
   `heuristic_search` (what a user tries without a model: largest block first, XLA's options);
 * two **budgets** (`BUDGETS`): equal device seconds (the paper's: the model's search is free) and
@@ -86,6 +88,7 @@ from tpucost.experiments.autotune.remeasure import remeasure, remeasure_in_fresh
 from tpucost.experiments.autotune.tunable import Tunable, heuristic_candidates, load_tunable
 from tpucost.experiments.configs.autotune import ARMS, STARTS, AutotuneConfig, get_config
 from tpucost.method import device
+from tpucost.method.autotune.guard import DEFAULT_GUARD, ModelGuard
 from tpucost.method.autotune.search import (
     BUDGETS,
     SearchRun,
@@ -231,6 +234,7 @@ class _Setup:
     backend: str
     device_name: str
     cores: list[int]  # the scoring worker's cores (none: the wall-time arms score in this process)
+    guard: ModelGuard | None  # the model-guided searches' guard (None: the paper's protocol)
 
 
 def autotune(
@@ -261,11 +265,16 @@ def autotune(
 
     ``workdir``: keep a journal of the completed searches there (`JOURNAL_NAME`) and skip them when
     called again with the same experiment (program, space, budgets, search, candidates, repeats,
-    seeds' searches already done): a killed run resumes, losing at most the search in progress. A
-    journal written for another experiment is refused with an error naming the differing field.
+    model guard; seeds' searches already done): a killed run resumes, losing at most the search in
+    progress. A journal written for another experiment (one written before the model guard among
+    them) is refused with an error naming the differing field.
+
+    ``config.guard``: guard the model-guided searches at equal device seconds with
+    `tpucost.method.autotune.guard.DEFAULT_GUARD` (False: the paper's protocol unchanged). ``report["model_guard"]`` holds its thresholds, and each seed's entry its
+    ``fell_back_at``, ``fallback_reason`` and ``rank_agreement`` (`SearchRun.summary`).
     """
     config = get_config() if config is None else config
-    setup = _prepare(program, config, cost_model, tile_model_dir)
+    setup = _prepare(program, config, cost_model, tile_model_dir, DEFAULT_GUARD if config.guard else None)
     journal = None if workdir is None else Journal(workdir, _journal_header(setup, config))
     t_start = time.perf_counter()
     runs, worker_start = _run_searches(setup, config, journal, progress)
@@ -307,6 +316,7 @@ def _prepare(
     config: AutotuneConfig,
     cost_model: CostModel | None,
     tile_model_dir: str | os.PathLike | None,
+    guard: ModelGuard | None,
 ) -> _Setup:
     """Load the program's space and the model, make the evaluators, see where scoring can run."""
     arms = tuple(a for a in ARMS if a in set(config.arms) | {"device_only", "model_guided"})
@@ -332,7 +342,17 @@ def _prepare(
     )
     cores = wall_time.scoring_cores() if scores_beside else []
     return _Setup(
-        tunable, arms, predictor, wall_predictor, measurer, heuristic, model, backend, device_name, cores
+        tunable,
+        arms,
+        predictor,
+        wall_predictor,
+        measurer,
+        heuristic,
+        model,
+        backend,
+        device_name,
+        cores,
+        guard,
     )
 
 
@@ -350,6 +370,7 @@ def _journal_header(setup: _Setup, config: AutotuneConfig) -> dict[str, Any]:
         "backend": setup.backend,
         "device": setup.device_name,
         "scoring_cores": len(setup.cores),
+        "model_guard": None if setup.guard is None else setup.guard.to_dict(),
         **({} if setup.arms == ARMS else {"arms": list(setup.arms)}),
         **({} if config.budgets == BUDGETS else {"budgets": list(config.budgets)}),
     }
@@ -431,11 +452,12 @@ def _search_or_resume(
 
 def _print_progress(run: SearchRun, seed: int, start_name: str, arm: str, budget: str) -> None:
     """One line per search on stderr (stdout stays clean for the CLI's JSON)."""
+    fell_back = "" if run.fell_back_at is None else f"; fell back to device-only after {run.fell_back_at}"
     print(
         f"seed {seed} {start_name:<12} {arm:<12} {budget:<14} best "
         f"{run.best_measured_ns / 1e6:8.3f} ms ({len(run.measured)} measured in "
         f"{run.device_seconds:5.1f} device s, {len(run.predicted)} predicted in "
-        f"{run.search_seconds:5.1f} s, {run.wall_seconds:5.1f} s wall)",
+        f"{run.search_seconds:5.1f} s, {run.wall_seconds:5.1f} s wall{fell_back})",
         file=sys.stderr,
     )
 
@@ -535,6 +557,7 @@ def _report(
         },
         "backend": setup.backend,
         "device": setup.device_name,
+        "model_guard": None if setup.guard is None else setup.guard.to_dict(),
     }
 
 
@@ -578,6 +601,7 @@ def _one_search(
             search,
             seed,
             start_name,
+            guard=setup.guard,
         )
     if arm == "random_order":
         if guided is None:

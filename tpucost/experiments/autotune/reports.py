@@ -4,6 +4,10 @@ Every report records the backend that measured it (``"backend"``, also in its ``
 and ``"noise"`` records, and in `measurement_noise`'s result): the tables and findings here refuse
 (`tpucost.method.device.BackendMismatch`, one line) to set figures of different backends side by side or
 against each other; a record without a backend (an older report) is taken as its report's.
+
+The model guard (`tpucost.method.autotune.guard`): a report's model-guided seeds say when the search
+stopped trusting the model (``fell_back_at``); `report_table`, `arms_comparison_table` and
+`findings` show it, and read older reports, written before the guard, as unguarded (NaN, no line).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ __all__ = [
     "report_table",
     "arms_comparison_table",
     "findings",
+    "fell_back_at",
     "compare_predicted_and_measured",
 ]
 
@@ -123,11 +128,35 @@ def measurement_noise(
     }
 
 
+def fell_back_at(entry: Mapping[str, Any]) -> list[int | None] | None:
+    """Per seed of a report's entry (one arm and start), the candidates measured when the model
+    guard made the search fall back to device-only (None: it never did); None when no seed ran
+    with a guard (another arm, ``guard=None``, or a report written before the guard)."""
+    seeds = entry.get("seeds", [])
+    if not any(s.get("guard") for s in seeds):
+        return None
+    return [s.get("fell_back_at") for s in seeds]
+
+
+def _fell_back_count(entry: Mapping[str, Any]) -> float:
+    """How many seeds fell back (NaN: no guard, `fell_back_at`)."""
+    per_seed = fell_back_at(entry)
+    return math.nan if per_seed is None else float(sum(n is not None for n in per_seed))
+
+
+def _fell_back_text(entry: Mapping[str, Any] | None) -> Any:
+    """Per seed, where the guarded search fell back ("4, -, 5"; -: never), or NaN without a guard."""
+    per_seed = None if entry is None else fell_back_at(entry)
+    return math.nan if per_seed is None else ", ".join("-" if n is None else str(n) for n in per_seed)
+
+
 def report_table(report: Mapping[str, Any], budget: str | None = None) -> Any:
     """One row per budget, arm and start: mean speedup over the default with its range over seeds,
-    device and wall seconds, candidates measured and predicted, and the best seed's configuration
-    (pandas). ``budget``: only ``"device_seconds"`` or ``"wall_time"`` rows (default: both, where
-    the report has both). A report whose parts were measured on different backends is refused."""
+    device and wall seconds, candidates measured and predicted, ``fell back`` (how many seeds the
+    model guard sent to device-only; NaN for a search without a guard, `fell_back_at`), and the
+    best seed's configuration (pandas). ``budget``: only ``"device_seconds"`` or ``"wall_time"``
+    rows (default: both, where the report has both). A report whose parts were measured on
+    different backends is refused."""
     report_backend(report)
     sections = [("device_seconds", report)]
     if "wall_time" in report:
@@ -144,6 +173,7 @@ def report_table(report: Mapping[str, Any], budget: str | None = None) -> Any:
             "wall s": e.get("wall_seconds", math.nan),
             "measured": e["candidates_measured"],
             "predicted": e["candidates_predicted"],
+            "fell back": _fell_back_count(e),
             "best config (best seed)": e["best_config"],
         }
         for name, section in sections
@@ -177,9 +207,11 @@ def arms_comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
     range over seeds. ``paper %``: the paper's figure (Section 6.3), for program-space rows only
     (the paper tuned XLA's own program options, not Pallas block shapes: NaN for the tile space).
     ``noise floor %``: where the report has one (``"noise"``), the default's slowest / fastest
-    fresh-process runtime - 1 (`measurement_noise`). A column the report lacks is NaN. The table's
-    ``attrs["backend"]``: the backend of the reports; reports of different backends in one table
-    are refused (`tpucost.method.device.BackendMismatch`): compare each backend's reports on their own."""
+    fresh-process runtime - 1 (`measurement_noise`). ``fell back at``: per seed, the candidates
+    model + device had measured when its model guard sent it to device-only ("4, -, 5"; -: never;
+    `fell_back_at`). A column the report lacks is NaN (``fell back at``: a report without the
+    guard). The table's ``attrs["backend"]``: the backend of the reports; reports of different
+    backends in one table are refused (`tpucost.method.device.BackendMismatch`): compare each backend's reports on their own."""
     backend = _one_backend(reports, "the comparison table")
     rows = []
     for program, r in reports.items():
@@ -201,6 +233,7 @@ def arms_comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
             row["min %"], row["max %"] = 100 * c["min"], 100 * c["max"]
             row["paper %"] = 100 * PAPER_MODEL_VS_DEVICE[start] if r["space"] == "program" else math.nan
             row["noise floor %"] = math.nan if noise is None else 100 * noise
+            row["fell back at"] = _fell_back_text(r["strategies"].get("model_guided", {}).get(start))
             rows.append(row)
     table = pd.DataFrame(rows)
     table.attrs["backend"] = backend
@@ -211,7 +244,8 @@ def findings(report: Mapping[str, Any]) -> list[str]:
     """What a report says, in sentences a reader can check against its numbers: per start, each
     arm's speedup (saying so when model + device and device-only both end below the default),
     what the model's ranking adds (model + device against its random-order control), model +
-    device against the heuristic and, at equal wall time, against device-only; each difference
+    device against the heuristic and, at equal wall time, against device-only; where model +
+    device ran with the model guard, in how many seeds it fell back to device-only; each difference
     marked as inside or outside the noise floor where the report has one (measured on the report's
     backend: a noise floor of another backend is refused)."""
     report_backend(report)
@@ -246,6 +280,9 @@ def findings(report: Mapping[str, Any]) -> list[str]:
         else:
             line += " of the default"
         lines.append(line)
+        guard_line = _guard_finding(report["strategies"].get("model_guided", {}).get(start))
+        if guard_line is not None:
+            lines.append(guard_line)
         for label, section, other in (
             (
                 "what the model's ranking adds (model + device vs its random-order control)",
@@ -261,6 +298,21 @@ def findings(report: Mapping[str, Any]) -> list[str]:
             if text is not None:
                 lines.append(f"  {label}: {text}")
     return lines
+
+
+def _guard_finding(entry: Mapping[str, Any] | None) -> str | None:
+    """The model guard's line of `findings` for model + device's entry (None: no guard)."""
+    per_seed = None if entry is None else fell_back_at(entry)
+    if per_seed is None:
+        return None
+    fell = [(s, n) for s, n in zip(entry["seeds"], per_seed, strict=True) if n is not None]
+    if not fell:
+        return f"  the model guard kept model + device on the model in all {len(per_seed)} seeds"
+    where = "; ".join(
+        f"seed {s['seed']} after {n} measured ({s.get('fallback_reason') or 'no reason recorded'})"
+        for s, n in fell
+    )
+    return f"  the model guard sent model + device to device-only in {len(fell)} of {len(per_seed)} seeds: {where}"
 
 
 def compare_predicted_and_measured(

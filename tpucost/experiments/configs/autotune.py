@@ -57,6 +57,9 @@ class AutotuneConfig:
       fresh_process: re-measure in a fresh process (False: in this one, for tests).
       noise_processes: more re-measurements of the default alone (the noise floor; 0: none).
       scoring: ``"auto"`` or ``"sequential"`` (`SCORINGS`): where the wall-time arms score.
+      guard: guard the model-guided searches (`tpucost.method.autotune.guard.DEFAULT_GUARD`: fall
+      back to device-only search when measurements contradict the model); False: the paper's
+      protocol unchanged.
     """
 
     space: str = "program"
@@ -73,6 +76,7 @@ class AutotuneConfig:
     fresh_process: bool = True
     noise_processes: int = 3
     scoring: str = "auto"
+    guard: bool = True
 
     def __post_init__(self) -> None:
         for name in ("seeds", "starts", "arms", "budgets"):  # lists and ranges become tuples

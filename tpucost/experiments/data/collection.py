@@ -8,15 +8,18 @@ file                content
 ==================  ===============================================================================
 ``log.jsonl``       one JSON line per measured item, appended and synced as soon as it is measured
                     (``status`` "ok", "error" with the exception, or "skipped"), with the machine's
-                    load average and the seconds paused for quiet; one "start" line per run with
-                    its parameters
+                    load average, the share of CPU time the hypervisor stole while it was measured
+                    (``steal_share``), and the seconds paused for quiet and why (``paused_s``,
+                    ``pause_reason``); one "start" line per run with its parameters
 ``device.json``     `tpucost.method.device.fingerprint()` of the machine that measured everything here
 ==================  ===============================================================================
 
 `run` walks the items: an item the log already holds is skipped (so a killed run, started again
 on the same folder, loses at most the item in flight), the others are measured one by one by the
 caller's ``measure`` function, optionally after waiting for the machine to be quiet (a load
-average at most ``max_load``). A folder belongs to one device: `claim_device` refuses to add
+average at most ``max_load``, a steal share at most ``max_steal``: `wait_until_quiet`, with a
+`StealMeter` reading ``/proc/stat``), and optionally handing the folder to an ``on_chunk`` callback
+(e.g. a git commit) every ``commit_every_s`` seconds. A folder belongs to one device: `claim_device` refuses to add
 another machine's labels, `one_device` refuses to merge folders of different devices, and
 `require_device` refuses to re-measure (noise floors) elsewhere. `provenance` summarises a log for
 a data set's ``PROVENANCE.md``.
@@ -51,9 +54,17 @@ __all__ = [
     "one_device",
     "require_device",
     "load_average",
+    "PROC_STAT",
+    "CpuTimes",
+    "cpu_times",
+    "steal_share",
+    "StealMeter",
+    "Pause",
     "wait_until_quiet",
+    "gate_summary",
     "merge_logs",
     "Item",
+    "ChunkHook",
     "run",
     "provenance",
 ]
@@ -62,6 +73,10 @@ LOG = "log.jsonl"
 DEVICE = "device.json"
 #: Statuses of a log line that mean "this item was measured" (a rerun skips it).
 DONE = ("ok", "error", "skipped")
+#: Where Linux reports cumulative CPU times, steal included (`cpu_times`).
+PROC_STAT = Path("/proc/stat")
+#: Seconds a paused run keeps a CPU busy before reading the steal share again (`wait_until_quiet`).
+STEAL_PROBE_S = 1.0
 
 
 def read_log(folder: str | os.PathLike) -> list[dict[str, Any]]:
@@ -148,20 +163,129 @@ def load_average() -> float | None:
         return None
 
 
-def wait_until_quiet(
-    max_load: float | None, bar: Any, poll_s: float = 15.0, give_up_s: float = 1800.0
-) -> float:
-    """Pause while the load average exceeds ``max_load`` (another process is loading the machine).
+@dataclasses.dataclass(frozen=True)
+class CpuTimes:
+    """Cumulative CPU time of all CPUs (clock ticks) from ``/proc/stat``'s aggregate ``cpu`` line."""
 
-    Returns the seconds paused. Gives up waiting after ``give_up_s`` (the log records the load).
+    busy: int  # user, nice, system, irq, softirq: a CPU ran something of this machine's
+    idle: int  # idle and iowait: a CPU had nothing to run
+    steal: int  # the 8th value: a CPU had something to run, the hypervisor ran another guest
+
+
+def cpu_times(path: str | os.PathLike | None = None) -> CpuTimes | None:
+    """The aggregate ``cpu`` line of ``/proc/stat`` (``path``, default `PROC_STAT`), or None where
+    there is no such file or line (not Linux)."""
+    try:
+        lines = Path(path or PROC_STAT).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if fields[:1] == ["cpu"] and len(fields) >= 9:
+            user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+            return CpuTimes(user + nice + system + irq + softirq, idle + iowait, steal)
+    return None
+
+
+def steal_share(before: CpuTimes | None, after: CpuTimes | None) -> float | None:
+    """The share of the CPU time wanted between two readings that the hypervisor stole:
+    ``steal / (busy + steal)``, idle time left out (so an idle second core does not dilute it;
+    `top`'s ``st`` divides by all time instead). None without two readings or without wanted time."""
+    if before is None or after is None:
+        return None
+    steal, busy = after.steal - before.steal, after.busy - before.busy
+    return round(steal / (busy + steal), 4) if busy + steal > 0 else None
+
+
+class StealMeter:
+    """Reads ``/proc/stat`` and tells the steal share since its previous reading (`steal_share`)."""
+
+    def __init__(self, path: str | os.PathLike | None = None) -> None:
+        self.path = path
+        self.before = cpu_times(path)
+        #: The share of the last interval read (None before the first, or without ``/proc/stat``).
+        self.last_share: float | None = None
+
+    def read(self) -> float | None:
+        """The steal share since the previous reading; the next interval starts now."""
+        now = cpu_times(self.path)
+        self.last_share = steal_share(self.before, now)
+        self.before = now
+        return self.last_share
+
+
+@dataclasses.dataclass(frozen=True)
+class Pause:
+    """What `wait_until_quiet` waited: ``seconds``, ``reason`` (the first; None: no pause), and
+    whether it ``gave_up`` (measured although the machine was still busy)."""
+
+    seconds: float
+    reason: str | None
+    gave_up: bool = False
+
+
+def _why_busy(
+    load: float | None, max_load: float | None, steal: float | None, max_steal: float | None
+) -> str | None:
+    """Why the machine is too busy to measure on (None: it is quiet enough)."""
+    if max_load is not None and load is not None and load > max_load:
+        return f"load average {load:.2f} > {max_load}"
+    if max_steal is not None and steal is not None and steal > max_steal:
+        return f"steal {steal:.1%} > {max_steal:.1%}"
+    return None
+
+
+def _spin(seconds: float) -> None:
+    """Keep one CPU busy for ``seconds``: an idle CPU wants no time, so the hypervisor steals none."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def wait_until_quiet(
+    max_load: float | None,
+    bar: Any,
+    poll_s: float = 15.0,
+    give_up_s: float = 1800.0,
+    *,
+    max_steal: float | None = None,
+    meter: StealMeter | None = None,
+) -> Pause:
+    """Pause while the load average exceeds ``max_load`` (another process is loading the machine)
+    or the steal share exceeds ``max_steal`` (the hypervisor gives the CPU to another guest).
+
+    The steal share first checked is ``meter``'s last reading (the previous measurement's); while
+    paused, each poll sleeps ``poll_s``, keeps a CPU busy for `STEAL_PROBE_S` (when ``max_steal`` is
+    set) and reads the meter again. Gives up waiting after ``give_up_s`` (the reason then says so;
+    the log records it). Returns the seconds paused and the first reason.
     """
-    paused, load = 0.0, load_average()
-    while max_load is not None and load is not None and load > max_load and paused < give_up_s:
-        bar.set_description(f"paused: load average {load:.2f} > {max_load}")
+    paused, reason = 0.0, None
+    load, steal = load_average(), meter.last_share if meter else None
+    while (why := _why_busy(load, max_load, steal, max_steal)) is not None:
+        reason = reason or why
+        if paused >= give_up_s:
+            return Pause(paused, f"{reason} (gave up waiting after {paused:.0f} s)", gave_up=True)
+        bar.set_description(f"paused: {why}")
         time.sleep(poll_s)
+        if max_steal is not None:
+            _spin(STEAL_PROBE_S)
         paused += poll_s
-        load = load_average()
-    return paused
+        load, steal = load_average(), meter.read() if meter else None
+    return Pause(paused, reason)
+
+
+def gate_summary(entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Over log lines: seconds paused for quiet, pauses by reason's kind, and the median and
+    largest steal share measured (None where no line recorded one)."""
+    lines = [e for e in entries if e.get("status") in DONE]
+    steal = [float(e["steal_share"]) for e in lines if e.get("steal_share") is not None]
+    reasons = [str(e["pause_reason"]).split(" ")[0] for e in lines if e.get("pause_reason")]
+    return {
+        "paused_s": round(sum(float(e.get("paused_s") or 0.0) for e in lines), 1),
+        "pauses": {r: reasons.count(r) for r in sorted(set(reasons))},
+        "steal_median": round(float(np.median(steal)), 4) if steal else None,
+        "steal_max": max(steal) if steal else None,
+    }
 
 
 def merge_logs(folders: Sequence[Path], out: Path) -> None:
@@ -185,6 +309,10 @@ class Item:
     payload: Any
 
 
+#: ``on_chunk(folder, summary)``: what `run` calls every ``commit_every_s`` (e.g. a git commit).
+ChunkHook = Callable[[Path, dict[str, Any]], None]
+
+
 def run(
     folder: str | os.PathLike,
     items: Iterable[Item],
@@ -193,6 +321,11 @@ def run(
     start: Mapping[str, Any],
     *,
     max_load: float | None = None,
+    max_steal: float | None = None,
+    give_up_s: float = 1800.0,
+    commit_every_s: float | None = None,
+    on_chunk: ChunkHook | None = None,
+    stop_after_s: float | None = None,
     progress: bool = True,
     desc: str = "collect",
     unit: str = "item",
@@ -202,8 +335,19 @@ def run(
     ``measure(item)`` returns the rest of the item's log line (``status`` "ok" or "skipped" and
     its results); an exception becomes an "error" line and the run goes on. ``key_of(line)`` is
     the key of an earlier line. ``start`` (the run's parameters) goes in the run's "start" line.
-    Every line gets the device id, the load average, the seconds paused for quiet and the time.
-    Returns counts: items measured, errors, seconds.
+    Every line gets the device id, the load average, the steal share while it was measured, the
+    seconds paused for quiet and why (`wait_until_quiet` with ``max_load`` and ``max_steal``), and
+    the time. Once the gate gave up waiting (after ``give_up_s``), it does not wait again until it
+    finds the machine quiet: a machine that stays busy costs ``give_up_s`` once, not per item.
+
+    With ``on_chunk``, ``on_chunk(folder, summary)`` is called after the line that ends each
+    ``commit_every_s`` seconds of the run (pauses included) and once after the last line, when
+    lines were added since: every line and what was written before it are then in the folder.
+    ``stop_after_s`` stops the run cleanly after the item that ends that many seconds (one item
+    at least).
+
+    Returns counts: items measured, errors, seconds, `gate_summary` of the run's lines, chunks
+    handed over, and ``stopped`` (True when ``stop_after_s`` ended the run before its last item).
     """
     out = Path(folder)
     try:
@@ -227,32 +371,66 @@ def run(
             "load_average": load_average(),
         },
     )
-    errors, t_start = 0, time.perf_counter()
+    t_start = time.perf_counter()
+    meter, lines, chunks, t_chunk, unsent = StealMeter(), [], 0, t_start, 0
+
+    def summary() -> dict[str, Any]:
+        return {
+            "measured": len(lines),
+            "errors": sum(e["status"] == "error" for e in lines),
+            "seconds": time.perf_counter() - t_start,
+            **gate_summary(lines),
+            "chunks": chunks,
+        }
+
     bar = tqdm(todo, disable=not progress, unit=unit, desc=desc)
+    gave_up = False
     for item in bar:
-        paused = wait_until_quiet(max_load, bar)
+        patience = 0.0 if gave_up else give_up_s
+        pause = wait_until_quiet(max_load, bar, give_up_s=patience, max_steal=max_steal, meter=meter)
+        gave_up = pause.gave_up
         bar.set_description(item.key)
-        load, t0 = load_average(), time.perf_counter()
-        try:
-            entry = {**item.fields, **measure(item)}
-        except Exception as err:  # noqa: BLE001 - a failing item is logged and skipped
-            entry = {
-                **item.fields,
-                "status": "error",
-                "error": f"{type(err).__name__}: {err}",
-                "traceback": traceback.format_exc(limit=3),
-            }
-            errors += 1
-        entry.update(
-            wall_s=round(time.perf_counter() - t0, 4),
-            load_average=load,
-            paused_s=paused,
-            device_id=fingerprint["id"],
-            time=time.time(),
-        )
+        entry = _measured_line(item, measure, meter)
+        entry.update(paused_s=pause.seconds, pause_reason=pause.reason, device_id=fingerprint["id"])
         append_log(out, entry)
+        lines.append(entry)
+        unsent += 1
+        if on_chunk and commit_every_s is not None and time.perf_counter() - t_chunk >= commit_every_s:
+            chunks, t_chunk, unsent = chunks + 1, time.perf_counter(), 0
+            on_chunk(out, summary())
+        if stop_after_s is not None and time.perf_counter() - t_start >= stop_after_s:
+            break
     bar.close()
-    return {"measured": len(todo), "errors": errors, "seconds": time.perf_counter() - t_start}
+    if on_chunk and unsent:
+        chunks += 1
+        on_chunk(out, summary())
+    return {**summary(), "stopped": len(lines) < len(todo)}
+
+
+def _measured_line(
+    item: Item, measure: Callable[[Item], dict[str, Any]], meter: StealMeter
+) -> dict[str, Any]:
+    """The log line of one item measured now: its fields, ``measure``'s results (or the error),
+    wall seconds, load average, steal share while it was measured, and the time."""
+    load = load_average()
+    meter.read()  # the steal share of the measurement alone
+    t0 = time.perf_counter()
+    try:
+        entry = {**item.fields, **measure(item)}
+    except Exception as err:  # noqa: BLE001 - a failing item is logged and skipped
+        entry = {
+            **item.fields,
+            "status": "error",
+            "error": f"{type(err).__name__}: {err}",
+            "traceback": traceback.format_exc(limit=3),
+        }
+    entry.update(
+        wall_s=round(time.perf_counter() - t0, 4),
+        load_average=load,
+        steal_share=meter.read(),
+        time=time.time(),
+    )
+    return entry
 
 
 def provenance(

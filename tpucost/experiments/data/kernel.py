@@ -646,12 +646,14 @@ def stats(ds: KernelDataset) -> dict[str, Any]:
     ("families_written_by_others": those of `tpucost.experiments.programs.WRITTEN_BY_OTHERS`); "kernels_per_family"
     and "kernels_per_configuration" map a name to its number of kernel records (first
     occurrence); "programs" counts distinct programs over all sources. Noise comes from
-    ``noise.json`` next to the data (`measure_noise`), else None. ``device`` is the fingerprint
-    of the machine that measured the data.
+    ``noise.json`` next to the data (`measure_noise`; a device pack's ``{"start", "end"}`` form
+    gives its end's), else None. ``device`` is the fingerprint of the machine that measured the data.
     """
     noise: dict[str, Any] = {}
     if ds.root is not None and (ds.root / NOISE_FILE).exists():
         noise = read_json_object(ds.root / NOISE_FILE)
+        if isinstance(noise.get("end") or noise.get("start"), dict):  # a device pack's two floors
+            noise = noise.get("end") or noise["start"]
     rt = ds.runtime_ns
     return {
         "kernels": len(ds),

@@ -8,7 +8,8 @@ n == i`` for ``shard=(i, n)``) under each applicable configuration, through the 
 ``parts/<program>__<config>.npz`` before its log line. `finalize` deduplicates the parts into the
 data set (`tpucost.experiments.data.kernel`); `merge` joins the folders of several shards (of one device).
 `measured_runs` and `dispatch_ns_per_kernel` read the log's measured pairs (wall times, summed
-labels); `measure_noise` re-measures a sample of kernels: the label noise floor;
+labels); `measure_noise` re-measures a sample of kernels: the label noise floor (`noise_floor`,
+written nowhere);
 `collection_progress` says what a run (or several) measured so far and which configurations and
 families still bring new kernels per minute of measuring; `occurrence_spread` how far apart the
 labels of one kernel are where it was measured more than once (the floor a label by kernel has).
@@ -27,7 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from tpucost.experiments.data import collection
+from tpucost.experiments.data import collection, precompile
 from tpucost.experiments.data.kernel import (
     NOISE_FILE,
     KernelDataset,
@@ -63,6 +64,7 @@ __all__ = [
     "measured_runs",
     "dispatch_ns_per_kernel",
     "measure_noise",
+    "noise_floor",
     "collection_progress",
     "occurrence_spread",
 ]
@@ -199,12 +201,27 @@ def collect(
     families: Sequence[str] | None = None,
     do_finalize: bool = True,
     max_load: float | None = None,
+    *,
+    max_steal: float | None = None,
+    give_up_s: float = 1800.0,
+    commit_every_s: float | None = None,
+    on_chunk: collection.ChunkHook | None = None,
+    stop_after_s: float | None = None,
+    precompile_ahead: int = 0,
 ) -> dict[str, Any]:
     """Measure programs into ``out_dir`` (see "Collection" above); returns a summary dict.
 
-    With ``max_load`` set, the run pauses before a pair while the 1-minute load average is above
-    it (measure on a quiet machine). Raises FileExistsError when ``out_dir`` already has a log and
-    ``resume`` is False.
+    With ``max_load`` (``max_steal``) set, the run pauses before a pair while the 1-minute load
+    average (the share of CPU time the hypervisor stole during the last pair) is above it: measure
+    on a quiet machine (`collection.wait_until_quiet`, waiting at most ``give_up_s``). ``on_chunk(out_dir, summary)`` is called
+    every ``commit_every_s`` seconds and after the last pair, ``stop_after_s`` ends the run early
+    (`collection.run`). ``precompile_ahead`` > 0 compiles up to that many upcoming pairs in a
+    second process on the spare core (`tpucost.experiments.data.precompile`; off by default: its
+    speed-up and its effect on the labels are not yet measured on a quiet machine); ``max_load``
+    then allows the worker's own 1. The summary counts pairs, kernel records, errors, seconds,
+    seconds paused, the median and largest steal share, and says whether the run ``stopped``
+    early (``precompile``: what the worker did, None when off). Raises FileExistsError when
+    ``out_dir`` already has a log and ``resume`` is False.
     """
     out = Path(out_dir)
     if not 0 <= shard[0] < shard[1]:
@@ -215,8 +232,17 @@ def collect(
         )
     counts = {"kernels": 0}
     built: dict[str, Program] = {}  # the program in hand: its configurations come one after another
+    items = list(_pairs(n_programs, seed, shard, configurations, families))
+    worker = None
+    if precompile_ahead > 0:
+        done_keys = {_pair_key(e) for e in collection.read_log(out) if e.get("status") in collection.DONE}
+        worker = precompile.start([i.key for i in items if i.key not in done_keys], precompile_ahead)
+        if worker is not None and max_load is not None:
+            max_load += 1.0  # the worker's own process on the other core
 
     def measure(item: collection.Item) -> dict[str, Any]:
+        if worker is not None:
+            worker.prepare(item.key)
         program_id, config = item.payload
         if program_id not in built:
             built.clear()
@@ -236,23 +262,34 @@ def collect(
         "resume": resume,
         "families": list(families) if families else None,
         "configurations": list(configurations) if configurations else None,
+        "max_load": max_load,
+        "max_steal": max_steal,
+        "precompile_ahead": precompile_ahead if worker is not None else 0,
     }
-    done = collection.run(
-        out,
-        _pairs(n_programs, seed, shard, configurations, families),
-        _pair_key,
-        measure,
-        start,
-        max_load=max_load,
-        progress=progress,
-        desc="collect",
-        unit="config",
-    )
+    try:
+        done = collection.run(
+            out,
+            items,
+            _pair_key,
+            measure,
+            start,
+            max_load=max_load,
+            max_steal=max_steal,
+            give_up_s=give_up_s,
+            commit_every_s=commit_every_s,
+            on_chunk=on_chunk,
+            stop_after_s=stop_after_s,
+            progress=progress,
+            desc="collect",
+            unit="config",
+        )
+    finally:
+        worker_summary = worker.stop() if worker is not None else None
     summary = {
         "pairs": done["measured"],
         "kernels": counts["kernels"],
-        "errors": done["errors"],
-        "seconds": done["seconds"],
+        **{k: done[k] for k in ("errors", "seconds", "paused_s", "steal_median", "steal_max", "stopped")},
+        "precompile": worker_summary,
     }
     if do_finalize:
         summary["dataset_kernels"] = len(finalize(out))
@@ -423,6 +460,8 @@ def measure_noise(
     repeats: int | None = None,
     progress: bool = True,
     max_load: float | None = None,
+    *,
+    max_steal: float | None = None,
 ) -> dict[str, Any]:
     """Re-measure a random sample of a data set's kernels and compare with the stored labels.
 
@@ -430,12 +469,46 @@ def measure_noise(
     measured in, measures it again and matches kernels by `kernel_hash`. The relative difference
     ``|new - stored| / stored`` of the same kernel is the label noise: no model can predict labels
     closer than that. Returns (and writes to ``noise.json`` beside the data) its median and 90th
-    percentile, plus the per-kernel rows. Must run on the device that measured the data, in a
-    fresh process (``python -m tpucost data noise``), on an otherwise idle machine. Each
+    percentile, plus the per-kernel rows (`noise_floor`). Must run on the device that measured the
+    data, in a fresh process (``python -m tpucost data noise``), on an otherwise idle machine. Each
     re-measured pair is one line of ``noise_runs/log.jsonl`` (`collection.run`): a killed run
     loses at most the pair it was measuring, and a rerun measures only the pairs still missing.
     """
     root = Path(data_dir) if data_dir is not None else default_data_dir()
+    result = noise_floor(
+        root,
+        sample,
+        seed,
+        repeats,
+        progress,
+        max_load=max_load,
+        max_steal=max_steal,
+        runs_dir=root / NOISE_RUNS,
+    )
+    rows = result.pop("rows")
+    result.update(command=f"python -m tpucost data noise {root} --sample {sample} --seed {seed}", rows=rows)
+    write_json_atomic(root / NOISE_FILE, result)
+    return result
+
+
+def noise_floor(
+    data_dir: str | os.PathLike,
+    sample: int = 200,
+    seed: int = 0,
+    repeats: int | None = None,
+    progress: bool = True,
+    *,
+    max_load: float | None = None,
+    max_steal: float | None = None,
+    runs_dir: str | os.PathLike,
+) -> dict[str, Any]:
+    """What `measure_noise` returns, written nowhere but the re-measured pairs' log in ``runs_dir``.
+
+    ``repeats`` defaults to the most the data's log used. The result: ``sampled``, ``matched``,
+    ``repeats``, ``seed``, ``median_rel``, ``p90_rel``, the same over kernels of at least 5 us
+    (``median_rel_ge5us``, ``p90_rel_ge5us``, ``n_ge5us``), ``time`` and the per-kernel ``rows``.
+    """
+    root = Path(data_dir)
     ds = load_kernel_dataset(root)
     collection.require_device(ds.device, root, "a noise floor")
     repeats = repeats or max((int(e.get("repeats", 5)) for e in measured_runs(root)), default=5)
@@ -443,7 +516,7 @@ def measure_noise(
     wanted: dict[tuple[str, str], list[int]] = {}
     for i in picked:
         wanted.setdefault((str(ds.program_id[i]), str(ds.configuration[i])), []).append(int(i))
-    fresh = _remeasured_pairs(root / NOISE_RUNS, sorted(wanted), repeats, progress, max_load)
+    fresh = _remeasured_pairs(Path(runs_dir), sorted(wanted), repeats, progress, (max_load, max_steal))
     rows = [
         _noise_row(ds, i, fresh[pair][str(ds.kernel_hash[i])])
         for pair, indices in sorted(wanted.items())
@@ -452,7 +525,7 @@ def measure_noise(
     ]
     rel = np.array([r["rel_diff"] for r in rows])
     big = np.array([r["rel_diff"] for r in rows if r["stored_ns"] >= 5_000])
-    result = {
+    return {
         "sampled": int(len(picked)),
         "matched": len(rows),
         "repeats": repeats,
@@ -462,19 +535,21 @@ def measure_noise(
         "median_rel_ge5us": float(np.median(big)) if len(big) else None,
         "p90_rel_ge5us": float(np.quantile(big, 0.9)) if len(big) else None,
         "n_ge5us": int(len(big)),
-        "command": f"python -m tpucost data noise {root} --sample {sample} --seed {seed}",
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows": rows,
     }
-    write_json_atomic(root / NOISE_FILE, result)
-    return result
 
 
 def _remeasured_pairs(
-    folder: Path, pairs: Sequence[tuple[str, str]], repeats: int, progress: bool, max_load: float | None
+    folder: Path,
+    pairs: Sequence[tuple[str, str]],
+    repeats: int,
+    progress: bool,
+    gate: tuple[float | None, float | None],
 ) -> dict[tuple[str, str], dict[str, float]]:
     """``{(program, configuration): {kernel_hash: runtime_ns}}`` of ``pairs`` measured again with
-    ``repeats``, each logged in ``folder`` as soon as it is measured (earlier lines are reused)."""
+    ``repeats``, each logged in ``folder`` as soon as it is measured (earlier lines are reused);
+    ``gate``: the run's ``(max_load, max_steal)``."""
 
     def key_of(e: Mapping[str, Any]) -> str:
         return f"{e['program_id']}|{e['configuration']}|{e['repeats']}"
@@ -499,7 +574,8 @@ def _remeasured_pairs(
         key_of,
         measure,
         start,
-        max_load=max_load,
+        max_load=gate[0],
+        max_steal=gate[1],
         progress=progress,
         desc="re-measure",
         unit="program",

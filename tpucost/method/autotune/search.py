@@ -3,7 +3,10 @@
 * `device_only_search` drives a strategy with measurements until the device budget is spent;
 * `model_guided_search` (the paper's) drives it with predictions over a number of candidates
   (search time, not device time), then measures the best-predicted candidates, best first, until
-  the same device budget is spent;
+  the same device budget is spent; by default guarded (`tpucost.method.autotune.guard`): it
+  measures its start first and, when the measurements contradict the model, spends the rest of
+  the budget on device-only search from the best configuration measured (``guard=None``: the
+  paper's protocol unchanged);
 * `random_order_search`, the control: the model-guided search's candidates measured in a random
   order, so that its difference to model-guided is what the model's *ranking* adds;
 * `heuristic_search`: a fixed list of candidates a user would try without any model (e.g. largest
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tpucost.method.autotune.evaluation import Evaluation, Evaluator
+from tpucost.method.autotune.guard import DEFAULT_GUARD, ModelGuard, rank_agreement
 from tpucost.method.autotune.space import Config, Space
 from tpucost.method.autotune.strategies import StrategyFactory, strategy_factory
 
@@ -37,6 +41,8 @@ __all__ = [
     "score_candidates",
     "device_only_search",
     "model_guided_search",
+    "measure_guarded",
+    "fall_back",
     "random_order_search",
     "heuristic_search",
 ]
@@ -57,6 +63,13 @@ class SearchRun:
     ``search_compile_seconds`` of those compiling. ``device_compile_seconds``: device seconds
     spent compiling the measured candidates. ``budget``: what the budget counted (`BUDGETS`);
     ``wall_seconds``: the search's wall-clock time, predicting and measuring.
+
+    The model guard (model-guided only; `tpucost.method.autotune.guard`): ``guard``, its thresholds
+    (None: no guard, the paper's protocol); ``fell_back_at``, the candidates measured when the
+    search stopped trusting the model and went on device-only (None: it never did), and
+    ``fallback_reason`` why; ``rank_agreement``, Kendall's tau of measured against predicted cost
+    over the candidates measured in the model's order (at the switch, else at the end; None: not
+    a model-guided search, or fewer than two such candidates).
     """
 
     strategy: str
@@ -71,6 +84,10 @@ class SearchRun:
     search_seconds: float = 0.0
     search_compile_seconds: float = 0.0
     wall_seconds: float = 0.0
+    guard: dict[str, Any] | None = None
+    fell_back_at: int | None = None
+    fallback_reason: str | None = None
+    rank_agreement: float | None = None
 
     @property
     def best_config(self) -> Config:
@@ -89,6 +106,7 @@ class SearchRun:
         return out
 
     def summary(self) -> dict[str, Any]:
+        """What the reports keep of the search (JSON-ready): best configuration, costs, seconds, the guard."""
         return {
             "best_config": self.best_config,
             "best_in_search_ns": self.best_measured_ns,
@@ -99,6 +117,10 @@ class SearchRun:
             "search_seconds": self.search_seconds,
             "search_compile_seconds": self.search_compile_seconds,
             "wall_seconds": self.wall_seconds,
+            "guard": self.guard,
+            "fell_back_at": self.fell_back_at,
+            "fallback_reason": self.fallback_reason,
+            "rank_agreement": self.rank_agreement,
         }
 
     def measure(self, measurer: Evaluator, config: Config) -> None:
@@ -202,16 +224,110 @@ def model_guided_search(
     strategy: str | StrategyFactory = "anneal",
     seed: int = 0,
     start_name: str = "",
+    guard: ModelGuard | None = DEFAULT_GUARD,
 ) -> SearchRun:
     """The paper's protocol: ``strategy`` driven by ``predictor`` over ``n_candidates`` distinct
     candidates (search time, not device time), then the candidates measured in order of predicted
-    cost, best first, until ``budget_s`` device seconds are spent (the last may end past it)."""
+    cost, best first, until ``budget_s`` device seconds are spent (the last may end past it).
+
+    ``guard`` (default `tpucost.method.autotune.guard.DEFAULT_GUARD`): the start is measured first,
+    then the model's picks; when the guard judges the measurements to contradict the model, the
+    rest of the budget goes to `fall_back`: the same strategy driven by measurements from the best
+    configuration measured, never measuring a configuration twice (`SearchRun`'s ``fell_back_at``,
+    ``fallback_reason``, ``rank_agreement`` say what happened). ``guard=None``: the paper's
+    protocol unchanged (no start measured first, no fallback)."""
     t0 = time.perf_counter()
     run = SearchRun("model_guided", start_name, seed, dict(start))
     ranked = score_candidates(run, space, predictor, strategy, start, n_candidates)
-    measure_in_order(run, measurer, ranked, budget_s)
+    if guard is None:
+        measure_in_order(run, measurer, ranked, budget_s)
+        run.rank_agreement = _agreement(run, space)
+    else:
+        run.guard = guard.to_dict()
+        start_key = space.key(start)
+        guarded_order = [dict(start), *(c for c in ranked if space.key(c) != start_key)]
+        measure_guarded(run, space, measurer, guarded_order, budget_s, guard)
+        if run.fell_back_at is not None:
+            fall_back(run, space, measurer, strategy, budget_s)
     run.wall_seconds = time.perf_counter() - t0
     return run
+
+
+def _agreement(run: SearchRun, space: Space) -> float | None:
+    """The rank agreement (`rank_agreement`) over ``run``'s measured candidates that the model scored."""
+    predicted = {space.key(c): ns for c, ns in run.predicted}
+    pairs = [(ns, predicted[space.key(c)]) for c, ns, _ in run.measured if space.key(c) in predicted]
+    return rank_agreement([m for m, _ in pairs], [p for _, p in pairs])
+
+
+def measure_guarded(
+    run: SearchRun,
+    space: Space,
+    measurer: Evaluator,
+    configs: Sequence[Config],
+    budget_s: float,
+    guard: ModelGuard,
+) -> None:
+    """Measure ``configs`` (the start first, then the model's picks) in order into ``run``, like
+    `measure_in_order`, asking ``guard`` before each measurement after the first ``guard.min_measured``;
+    when it gives a reason, stop and record it (``run.fell_back_at``, ``run.fallback_reason``).
+    ``run.rank_agreement`` is the agreement at that point, or at the end."""
+    for config in configs:
+        if run.device_seconds >= budget_s:
+            break
+        if len(run.measured) >= guard.min_measured:
+            agreement = _agreement(run, space)
+            start_ns, picks_ns = run.measured[0][1], [ns for _, ns, _ in run.measured[1:]]
+            reason = guard.reason(start_ns, picks_ns, agreement)
+            if reason is not None:
+                run.fell_back_at = len(run.measured)
+                run.fallback_reason = reason
+                run.rank_agreement = agreement
+                return
+        run.measure(measurer, config)
+    run.rank_agreement = _agreement(run, space)
+
+
+class _Remembered:
+    """``measurer`` that answers a configuration already measured with its cost, at no cost
+    (``cached=True``), so that a search resumed from those measurements never repeats one."""
+
+    def __init__(self, space: Space, measurer: Evaluator, measured: Sequence[tuple[Config, float, float]]):
+        self.space, self.measurer, self.uses_device = space, measurer, measurer.uses_device
+        self.known = {space.key(c): ns for c, ns, _ in measured}
+
+    def __call__(self, config: Config) -> Evaluation:
+        known = self.known.get(self.space.key(config))
+        return self.measurer(config) if known is None else Evaluation(known, 0.0, cached=True)
+
+
+def fall_back(
+    run: SearchRun, space: Space, measurer: Evaluator, strategy: str | StrategyFactory, budget_s: float
+) -> None:
+    """Spend the rest of ``run``'s ``budget_s`` device seconds on device-only search: ``strategy``
+    driven by measurements from the best configuration measured so far (`run_search`), told the
+    costs already measured instead of measuring them again. Its measurements go on ``run``'s."""
+    remaining = budget_s - run.device_seconds
+    if remaining <= 0:
+        return
+    before = run.device_seconds
+
+    def record(config: Config, ev: Evaluation, spent: float) -> None:
+        if ev.cached:
+            return
+        run.device_seconds = before + spent
+        run.device_compile_seconds += ev.compile_seconds
+        run.measured.append((dict(config), ev.cost_ns, run.device_seconds))
+
+    run_search(
+        space,
+        _Remembered(space, measurer, run.measured),
+        strategy,
+        run.best_config,
+        np.random.default_rng([run.seed, 3]),
+        budget_s=remaining,
+        on_result=record,
+    )
 
 
 def score_candidates(
@@ -253,10 +369,19 @@ def measure_in_order(run: SearchRun, measurer: Evaluator, configs: Sequence[Conf
 def random_order_search(guided: SearchRun, measurer: Evaluator, budget_s: float, seed: int = 0) -> SearchRun:
     """The control arm: the candidates ``guided`` (a model-guided search) scored, measured in a
     random order (drawn from ``seed``) instead of best-predicted first, with the same device
-    budget. It shares ``guided``'s search, so its search seconds are ``guided``'s."""
+    budget. It shares ``guided``'s search, so its search seconds are ``guided``'s. It has no
+    guard (nothing of the model's ranking to distrust): its guard fields are None."""
     t0 = time.perf_counter()
     run = dataclasses.replace(
-        guided, strategy="random_order", measured=[], device_seconds=0.0, device_compile_seconds=0.0
+        guided,
+        strategy="random_order",
+        measured=[],
+        device_seconds=0.0,
+        device_compile_seconds=0.0,
+        guard=None,
+        fell_back_at=None,
+        fallback_reason=None,
+        rank_agreement=None,
     )
     order = np.random.default_rng([seed, 2]).permutation(len(guided.predicted))
     measure_in_order(run, measurer, [guided.predicted[i][0] for i in order], budget_s)

@@ -1,0 +1,204 @@
+"""Tests of the kernel model that reads the device: the model, the task's device rows, the
+checkpoint, fine-tuning from a trained model, and `CostModel.load` on a device the model never saw."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import rand_graph
+from device_packs import fake_descriptor
+from flax import nnx
+
+from tpucost.method import checkpoint, costmodel, descriptor, device, features, models, train
+from tpucost.method.models import ModelConfig
+from tpucost.method.tasks import kernel
+from tpucost.method.train import TrainConfig
+
+pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
+
+D = len(descriptor.FEATURE_NAMES)
+SMALL = dict(opcode_embed=8, hidden=16, num_layers=1)
+
+
+@pytest.fixture(scope="module")
+def graphs() -> list[features.KernelGraph]:
+    rng = np.random.default_rng(0)
+    return [rand_graph(rng, n) for n in (1, 3, 5, 8, 4, 2)]
+
+
+class Kernels:
+    """A stand-in kernel data set (`tpucost.method.tasks.kernel.KernelData`)."""
+
+    features = features.TPUCOST_FEATURES
+
+    def __init__(self, graphs: list[features.KernelGraph]):
+        self.graphs = graphs
+        self.runtime_ns = np.exp(6.0 + 0.3 * np.array([g.num_nodes for g in graphs]))
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def graph(self, i: int) -> features.KernelGraph:
+        return self.graphs[i]
+
+
+def _batch(graphs, device_rows=None):
+    padded, gmask, nmask = features.pad_to_bucket(features.to_graphs_tuple(graphs))
+    seq = models.sequence_index(padded.n_node, nmask)
+    dev = None
+    if device_rows is not None:
+        dev = np.zeros((len(gmask), device_rows.shape[1]), np.float32)
+        dev[: len(device_rows)] = device_rows
+    return jax.tree.map(jnp.asarray, padded), jnp.asarray(nmask), jnp.asarray(gmask), jnp.asarray(seq), dev
+
+
+def test_a_model_without_a_device_is_the_model_it_always_was(graphs):
+    config = ModelConfig(**SMALL)
+    assert "device_features" not in config.to_dict()  # the saved config is what it always was
+    assert ModelConfig.from_dict(config.to_dict()) == config and config.device_features == 0
+    model = models.make_model(config, 0)
+    params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+    assert sorted(params) == ["encoder", "head", "layers"]
+    assert params["head"]["kernel"].shape == (config.hidden * len(config.pooling), 1)
+    graph, nmask, gmask, seq, _ = _batch(graphs)
+    by_hand = model.head(model.pool(model.embed_nodes(graph), graph, nmask))[
+        :, 0
+    ]  # head on the pooled kernel
+    out = model(graph, nmask, gmask, seq)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(jnp.where(gmask, by_hand, 0.0)))
+    with pytest.raises(ValueError, match="reads no device"):
+        model(graph, nmask, gmask, seq, device=jnp.zeros((len(gmask), D)))
+
+
+def test_the_lstm_and_the_bundled_checkpoints_keep_their_parameter_trees():
+    lstm = nnx.to_pure_dict(nnx.state(models.make_model(ModelConfig(kind="lstm", **SMALL), 0), nnx.Param))
+    assert sorted(lstm) == ["cell", "encoder", "head"] and lstm["head"]["kernel"].shape == (16, 1)
+    # The bundled checkpoints (configs without the key) load into this tree, shape by shape.
+    saved = checkpoint.load(kernel.default_model_dir("random") / "gnn")
+    assert saved.config.device_features == 0 and not hasattr(saved.model, "device_join")
+
+
+@pytest.mark.parametrize("kind", ["gnn", "lstm"])
+def test_the_descriptor_changes_the_predictions(graphs, kind):
+    model = models.make_model(ModelConfig(kind=kind, device_features=D, **SMALL), 0)
+    assert hasattr(model, "device_join") and model.head.in_features == 16
+    graph, nmask, gmask, seq, _ = _batch(graphs)
+    rows = lambda d: _batch(graphs, np.tile(d.features(), (len(graphs), 1)))[4]  # noqa: E731
+    slow, fast = fake_descriptor("a", 2.0, 2.0), fake_descriptor("b", 0.5, 0.5)
+    out_slow = np.asarray(model(graph, nmask, gmask, seq, device=rows(slow)))
+    out_fast = np.asarray(model(graph, nmask, gmask, seq, device=rows(fast)))
+    n = len(graphs)
+    assert np.all(np.abs(out_slow[:n] - out_fast[:n]) > 1e-6)
+    np.testing.assert_array_equal(out_slow, np.asarray(model(graph, nmask, gmask, seq, device=rows(slow))))
+    np.testing.assert_array_equal(out_slow[n:], 0.0)  # padding graphs stay 0
+    with pytest.raises(ValueError, match="reads the device"):
+        model(graph, nmask, gmask, seq)
+    with pytest.raises(ValueError, match="device_features"):
+        ModelConfig(device_features=-1)
+    with pytest.raises(ValueError, match="tile model reads no device"):
+        models.make_model(ModelConfig(device_features=D), 0, task="tile")
+
+
+def test_the_device_norm_counts_each_device_once_and_clips():
+    rows = np.array([[1.0, 5.0], [1.0, 5.0], [1.0, 5.0], [3.0, 5.0]])  # three kernels of one device
+    norm = kernel.DeviceNorm.fit(rows, ("a", "b"))
+    assert norm.mean == (2.0, 5.0) and norm.std == (1.0, kernel.MIN_DEVICE_STD)
+    z = norm.encode(np.array([[3.0, 5.0], [2.0, 100.0]]))
+    np.testing.assert_allclose(z, [[1.0, 0.0], [0.0, kernel.DEVICE_CLIP]])
+    assert kernel.DeviceNorm.from_dict(json.loads(json.dumps(norm.to_dict()))) == norm
+    with pytest.raises(ValueError, match="width"):
+        norm.encode(np.zeros((1, 3)))
+
+
+def test_the_task_batches_each_kernel_s_device(graphs):
+    data = Kernels(graphs)
+    rows = np.stack([fake_descriptor(f"d{i % 2}", 1.0 + i % 2).features() for i in range(len(graphs))])
+    config = ModelConfig(device_features=D, **SMALL)
+    with pytest.raises(ValueError, match="pass device"):
+        kernel.KernelTask.fit(data, np.arange(4), config)
+    task = kernel.KernelTask.fit(data, np.arange(4), config, rows, descriptor.FEATURE_NAMES)
+    assert task.metadata()["device_norm"]["names"] == list(descriptor.FEATURE_NAMES)
+    (batch,) = task.batches(np.arange(len(graphs)), 16, 1, np.arange(len(graphs)))
+    assert batch.device.shape == (1, batch.graph_mask.shape[1], D)
+    np.testing.assert_array_equal(batch.device[0, : len(graphs)], task.device_norm.encode(rows))
+    np.testing.assert_array_equal(batch.device[0, len(graphs) :], 0.0)
+    plain = kernel.KernelTask.fit(data, np.arange(4), ModelConfig(**SMALL))
+    assert next(iter(plain.batches(np.arange(3), 16, 1, np.arange(3)))).device is None
+    assert "device_norm" not in plain.metadata()
+
+
+def _device_checkpoint(tmp_path, graphs, trained_on: list[descriptor.DeviceDescriptor]):
+    """An experiment folder holding a GNN that reads the device, trained on ``trained_on`` (one epoch)."""
+    data = Kernels(graphs)
+    rows = np.stack([trained_on[i % len(trained_on)].features() for i in range(len(graphs))])
+    cfg = TrainConfig.smoke(epochs=1, model=ModelConfig(device_features=D, **SMALL))
+    task = kernel.KernelTask.fit(data, np.arange(len(graphs)), cfg.model, rows, descriptor.FEATURE_NAMES)
+    result = train.train_and_evaluate(task, cfg, np.arange(4), np.arange(4, 6), progress=False)
+    extra = {kernel.DESCRIPTORS_EXTRA: {d.device_id: d.to_dict() for d in trained_on}}
+    checkpoint.save(tmp_path / "gnn", result.model, cfg, task.metadata(), extra=extra)
+    return result, task
+
+
+def test_checkpoint_round_trip_keeps_the_device_width_and_norm(tmp_path, graphs):
+    known = fake_descriptor("fakedev00001")
+    result, task = _device_checkpoint(tmp_path, graphs, [known, fake_descriptor("fakedev00002", 3.0)])
+    saved = json.loads((tmp_path / "gnn" / "config.json").read_text())
+    assert saved["model"]["device_features"] == D and saved["device_norm"] == task.device_norm.to_dict()
+    net = kernel.load_model(tmp_path / "gnn")
+    assert net.reads_device and net.device_norm == task.device_norm and net.model.config.device_features == D
+    before = kernel.predict(
+        result.model, task.norm, graphs, device=known.features(), device_norm=task.device_norm
+    )
+    after = kernel.predict(net.model, net.norm, graphs, device=known.features(), device_norm=net.device_norm)
+    np.testing.assert_array_equal(before, after)
+    with pytest.raises(ValueError, match="reads the device"):
+        kernel.predict(net.model, net.norm, graphs)
+    del saved["device_norm"]
+    (tmp_path / "gnn" / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="device_norm"):
+        kernel.load_model(tmp_path / "gnn")
+
+
+def test_fine_tuning_starts_from_the_given_model(graphs):
+    data = Kernels(graphs)
+    cfg = TrainConfig.smoke(epochs=0, model=ModelConfig(**SMALL))
+    start = models.make_model(cfg.model, 7)  # not the seed the loop initialises with
+    task = kernel.KernelTask.fit(data, np.arange(4), cfg.model)
+    kept = train.train_and_evaluate(
+        task, cfg, np.arange(4), np.arange(4, 6), progress=False, init_model=start
+    )
+    np.testing.assert_array_equal(
+        kernel.predict(kept.model, task.norm, graphs), kernel.predict(start, task.norm, graphs)
+    )
+    with pytest.raises(ValueError, match="another config"):
+        train.train_and_evaluate(
+            task, cfg, np.arange(4), np.arange(4, 6), init_model=models.make_model(ModelConfig(hidden=8), 0)
+        )
+
+
+def test_cost_model_load_on_a_device_it_never_saw_measures_the_descriptor(tmp_path, graphs, monkeypatch):
+    here = device.fingerprint()
+    trained = [fake_descriptor("fakedev00001"), fake_descriptor(here["id"], 2.0, 1.5)]
+    _device_checkpoint(tmp_path, graphs, trained)
+    measured = fake_descriptor("measured-here", 0.7, 0.9)
+    calls = []
+    monkeypatch.setattr(descriptor, "load_or_measure", lambda *a, **k: calls.append(1) or measured)
+    with warnings.catch_warnings():  # trained on this device: its pack's descriptor, no measuring
+        warnings.simplefilter("error")
+        on_known = costmodel.CostModel.load(tmp_path, "gnn")
+    assert on_known.descriptor == trained[1] and not calls
+    other = dict(here, cpu_model="Some Other CPU", id="otherdevice1")
+    monkeypatch.setattr(device, "fingerprint", lambda: dict(other))
+    with pytest.warns(UserWarning, match="zero-shot"):
+        zero_shot = costmodel.CostModel.load(tmp_path, "gnn")
+    assert calls == [1] and zero_shot.descriptor == measured and zero_shot.reads_device
+    predicted = zero_shot.predict(graphs)
+    assert predicted.shape == (len(graphs),) and np.all(np.isfinite(predicted) & (predicted > 0))
+    assert not np.allclose(predicted, on_known.predict(graphs))  # another device, other runtimes
+    given = costmodel.CostModel.load(tmp_path, "gnn", descriptor=trained[0].to_dict())
+    assert given.descriptor == trained[0] and given.loaded_with["descriptor"]["device_id"] == "fakedev00001"
