@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from tpucost.cli.adapt_commands import add_adapt_command
 from tpucost.cli.autotune_commands import add_autotune_command
 from tpucost.cli.common import one_line_warnings
 from tpucost.cli.compile_commands import add_compile_command
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_autotune_command(sub)
     add_experiment_commands(sub)
     add_device_commands(sub)
+    add_adapt_command(sub)
     return parser
 
 

@@ -110,6 +110,24 @@ def cmd_collect_pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gate_flags(p: argparse.ArgumentParser, max_load: float | None, max_steal: float | None) -> None:
+    """``--max-load`` and ``--max-steal``, the quiet-machine gate of a collection (None: off)."""
+    p.add_argument(
+        "--max-load",
+        type=float,
+        default=max_load,
+        help="pause while the 1-minute load average is above this "
+        + (f"(default {max_load})" if max_load is not None else "(e.g. 1.5: measure on a quiet machine)"),
+    )
+    p.add_argument(
+        "--max-steal",
+        type=float,
+        default=max_steal,
+        help="pause while the hypervisor steals more than this share of the CPU time wanted "
+        + (f"(default {max_steal})" if max_steal is not None else "(e.g. 0.05)"),
+    )
+
+
 def _add_collect_pack_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "collect-pack",
@@ -144,19 +162,7 @@ def _add_collect_pack_parser(sub: argparse._SubParsersAction) -> None:
         metavar="MIN",
         help=f"minutes between two commits (default {pack_collection.COMMIT_EVERY_S / 60:.0f})",
     )
-    p.add_argument(
-        "--max-load",
-        type=float,
-        default=pack_collection.PACK_MAX_LOAD,
-        help=f"pause while the 1-minute load average is above this (default {pack_collection.PACK_MAX_LOAD})",
-    )
-    p.add_argument(
-        "--max-steal",
-        type=float,
-        default=pack_collection.PACK_MAX_STEAL,
-        help="pause while the hypervisor steals more than this share of the CPU time wanted "
-        f"(default {pack_collection.PACK_MAX_STEAL})",
-    )
+    _gate_flags(p, pack_collection.PACK_MAX_LOAD, pack_collection.PACK_MAX_STEAL)
     p.add_argument(
         "--noise-sample",
         type=int,
@@ -271,18 +277,7 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--configs", type=names, default=None, help="comma-separated configurations only")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-finalize", action="store_true", help="write parts only (merge them later)")
-    p.add_argument(
-        "--max-load",
-        type=float,
-        default=None,
-        help="pause while the 1-minute load average is above this (e.g. 1.5: measure on a quiet machine)",
-    )
-    p.add_argument(
-        "--max-steal",
-        type=float,
-        default=None,
-        help="pause while the hypervisor steals more than this share of the CPU time wanted (e.g. 0.05)",
-    )
+    _gate_flags(p, None, None)
     p.add_argument(
         "--precompile-ahead",
         type=int,
