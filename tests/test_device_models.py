@@ -57,6 +57,7 @@ def _batch(graphs, device_rows=None):
     return jax.tree.map(jnp.asarray, padded), jnp.asarray(nmask), jnp.asarray(gmask), jnp.asarray(seq), dev
 
 
+@pytest.mark.slow
 def test_a_model_without_a_device_is_the_model_it_always_was(graphs):
     config = ModelConfig(**SMALL)
     assert "device_features" not in config.to_dict()  # the saved config is what it always was
@@ -75,6 +76,7 @@ def test_a_model_without_a_device_is_the_model_it_always_was(graphs):
         model(graph, nmask, gmask, seq, device=jnp.zeros((len(gmask), D)))
 
 
+@pytest.mark.slow
 def test_the_lstm_and_the_bundled_checkpoints_keep_their_parameter_trees():
     lstm = nnx.to_pure_dict(nnx.state(models.make_model(ModelConfig(kind="lstm", **SMALL), 0), nnx.Param))
     assert sorted(lstm) == ["cell", "encoder", "head"] and lstm["head"]["kernel"].shape == (16, 1)
@@ -144,6 +146,7 @@ def _device_checkpoint(tmp_path, graphs, trained_on: list[descriptor.DeviceDescr
     return result, task
 
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_keeps_the_device_width_and_norm(tmp_path, graphs):
     known = fake_descriptor("fakedev00001")
     result, task = _device_checkpoint(tmp_path, graphs, [known, fake_descriptor("fakedev00002", 3.0)])
@@ -181,6 +184,7 @@ def test_fine_tuning_starts_from_the_given_model(graphs):
         )
 
 
+@pytest.mark.slow
 def test_cost_model_load_on_a_device_it_never_saw_measures_the_descriptor(tmp_path, graphs, monkeypatch):
     here = device.fingerprint()
     trained = [fake_descriptor("fakedev00001"), fake_descriptor(here["id"], 2.0, 1.5)]
