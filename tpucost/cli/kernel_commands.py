@@ -31,7 +31,14 @@ from tpucost.cli.tile_commands import (
 from tpucost.experiments import calibration, command_tables, kernel_experiments
 from tpucost.experiments import results as results_tables
 from tpucost.experiments.autotune.tunable import load_tunable
-from tpucost.experiments.data import additivity, kernel_collection, overlap, pack_collection, packs
+from tpucost.experiments.data import (
+    additivity,
+    kernel_collection,
+    overlap,
+    pack_collection,
+    packs,
+    precompile,
+)
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.method import costmodel, device, hlo, kernels, losses, train
 from tpucost.method.tasks import kernel
@@ -103,11 +110,24 @@ def cmd_collect_pack(args: argparse.Namespace) -> int:
             resume=args.resume,
             noise_sample=args.noise_sample,
             progress=not args.no_progress,
+            precompile_ahead=args.precompile_ahead,
         )
     except (FileExistsError, ValueError, RuntimeError, ImportError) as err:
         return fail(err)
     print(json.dumps(summary))
     return 0
+
+
+def _precompile_flag(p: argparse.ArgumentParser, default: int) -> None:
+    """``--precompile-ahead``: pairs compiled ahead in a second process on the spare core."""
+    p.add_argument(
+        "--precompile-ahead",
+        type=int,
+        default=default,
+        metavar="N",
+        help=f"kernel task: compile up to N upcoming pairs in a second process on the spare core "
+        f"(default {default}; 0: off; docs/results/collect_prefetch.txt measured it)",
+    )
 
 
 def _gate_flags(p: argparse.ArgumentParser, max_load: float | None, max_steal: float | None) -> None:
@@ -163,6 +183,7 @@ def _add_collect_pack_parser(sub: argparse._SubParsersAction) -> None:
         help=f"minutes between two commits (default {pack_collection.COMMIT_EVERY_S / 60:.0f})",
     )
     _gate_flags(p, pack_collection.PACK_MAX_LOAD, pack_collection.PACK_MAX_STEAL)
+    _precompile_flag(p, precompile.AHEAD)
     p.add_argument(
         "--noise-sample",
         type=int,
@@ -278,13 +299,7 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-finalize", action="store_true", help="write parts only (merge them later)")
     _gate_flags(p, None, None)
-    p.add_argument(
-        "--precompile-ahead",
-        type=int,
-        default=0,
-        help="kernel task: compile up to N upcoming pairs in a second process on the spare core "
-        "(0: off; see docs/results/collect_prefetch.txt before turning it on)",
-    )
+    _precompile_flag(p, 0)
     all_cores_flag(p)
     p.set_defaults(func=cmd_collect)
     _add_collect_pack_parser(sub)
