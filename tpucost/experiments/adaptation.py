@@ -97,9 +97,9 @@ class AdaptConfig:
 
     Attributes:
       minutes: the measuring budget: calibration programs are measured in order until this many
-        minutes of measuring are spent (the program that crosses it finishes).
+      minutes of measuring are spent (the program that crosses it finishes).
       n_programs: how many calibration programs there are to measure, in order (program i is of
-        the default family i mod 14: the first 14 are 14 families, then their next form).
+      the default family i mod 14: the first 14 are 14 families, then their next form).
       repeats: traced runs per program and round (a label is the minimum).
       epochs: the most epochs of fine-tuning.
       patience: stop fine-tuning after this many epochs without a lower validation loss.
@@ -226,7 +226,7 @@ class FamilySplit:
       rows: the scoring (program, kernel) rows, less the kernels left out.
       adaptation_left_out: distinct kernels of the scoring programs left out as adaptation kernels.
       training_left_out: distinct kernels of the scoring programs (not adaptation kernels) left
-        out as training kernels of the model; None when those are not known.
+      out as training kernels of the model; None when those are not known.
     """
 
     adaptation: np.ndarray
@@ -373,7 +373,7 @@ def adapt(
       model_dir: the experiment folder (default: the bundled random-split checkpoints).
       method: a network of `NETWORKS`.
       out_dir: where the measurements (kept for a rerun), the fine-tuned checkpoint
-        (``out_dir/<method>``) and the report (`REPORT_FILE`) go.
+      (``out_dir/<method>``) and the report (`REPORT_FILE`) go.
       config: the settings (default `AdaptConfig`).
       progress: show progress bars.
 
@@ -385,7 +385,7 @@ def adapt(
 
     Raises:
       ValueError: ``method`` is not a network, ``out_dir`` is ``model_dir`` (the model would be
-        replaced), fewer than two families were measured, or no scoring row is left.
+      replaced), fewer than two families were measured, or no scoring row is left.
 
     Measure in the label mode (`tpucost.method.device.pin_to_one_core`), as ``python -m tpucost
     adapt`` does.

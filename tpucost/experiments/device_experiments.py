@@ -115,7 +115,7 @@ def read_pack(folder: str | os.PathLike) -> DevicePack:
 
     Raises:
       ValueError: the folder has no descriptor (one line naming the folder), the descriptor is
-        malformed, or it names another device than the data set's ``device.json``.
+      malformed, or it names another device than the data set's ``device.json``.
       FileNotFoundError: the folder holds no kernel data set.
     """
     folder = Path(folder)

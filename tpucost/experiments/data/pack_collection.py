@@ -267,11 +267,11 @@ def collect_pack(
 
     Args:
       out: the pack's folder (created); with ``commit``, inside a git work tree. `DEVICE_ID_FIELD`
-        in it is replaced by this device's id (``tpucost/bundled/packs/{device_id}``).
+      in it is replaced by this device's id (``tpucost/bundled/packs/{device_id}``).
       n_programs: programs of the corpus list (``program_ids(n_programs, seed, families)``).
       seed: the corpus seed.
       minutes: stop the corpus after this many minutes of this call (pauses included), after a
-        commit; the end's noise floor and the data set follow. None: measure the whole list.
+      commit; the end's noise floor and the data set follow. None: measure the whole list.
       commit_every_s: seconds of measuring between two commits.
       max_load: pause while the 1-minute load average is above this (None: never).
       max_steal: pause while the hypervisor's steal share is above this (None: never).
@@ -283,9 +283,9 @@ def collect_pack(
       configurations: the configurations (default `PACK_CONFIGURATIONS`).
       progress: show progress bars.
       precompile_ahead: pairs compiled ahead on the spare core (`precompile`; 0: off). On by default:
-        on this project's quiet 2-core host it gave 1.10-1.16x the distinct kernels per hour with
-        labels within the noise (``docs/results/collect_prefetch.txt``); where it cannot start (an
-        accelerator, one usable core) the collection runs without it.
+      on this project's quiet 2-core host it gave 1.10-1.16x the distinct kernels per hour with
+      labels within the noise (``docs/results/collect_prefetch.txt``); where it cannot start (an
+      accelerator, one usable core) the collection runs without it.
 
     Returns:
       The call's summary: the pack's ``pairs``, distinct ``kernels`` and ``kernels_by_others``
@@ -297,7 +297,7 @@ def collect_pack(
     Raises:
       FileExistsError: ``out`` holds a log and ``resume`` is False.
       ValueError: ``out`` cannot be written, was measured on another device, or (with ``commit``)
-        is not in a git work tree or is ignored by git.
+      is not in a git work tree or is ignored by git.
       ImportError: a family's library is not installed (``pip install 'tpucost[corpus]'``).
     """
     fingerprint = device.fingerprint()
