@@ -57,6 +57,19 @@ def test_split_families_is_disjoint_seeded_and_holds_out_at_least_one():
         adaptation.split_families(["mlp", "mlp"], 0.5, 0)
 
 
+def test_validation_kernels_hold_out_whole_families():
+    families = np.array(["mlp"] * 6 + ["cnn"] * 4 + ["unet"] * 5 + ["gru"] * 3 + ["lstm"] * 2)
+    held = adaptation.validation_kernels(families, seed=0)
+    held_families = set(families[held])
+    assert len(held_families) == 1  # a fifth of 5 families
+    assert not held_families & set(families[~held])  # a family is all in or all out
+    draws = {tuple(adaptation.validation_kernels(families, seed=s)) for s in range(8)}
+    assert len(draws) > 1  # the seed draws the family
+    one = adaptation.validation_kernels(np.array(["mlp"] * 10), seed=0)
+    assert one.sum() == 2  # one family: a fifth of its kernels
+    assert adaptation.validation_kernels(np.array(["mlp"] * 3), seed=0).all()  # too few: all
+
+
 def test_config_refuses_bad_settings():
     with pytest.raises(ValueError, match="scoring_fraction"):
         adaptation.AdaptConfig(scoring_fraction=1.0)

@@ -12,7 +12,7 @@ import pytest
 from test_autotune import _cost, _space  # the synthetic bowl the strategy tests use
 
 from tpucost.experiments import autotune
-from tpucost.experiments.autotune import guard_demo, journal, protocol, reports
+from tpucost.experiments.autotune import guard_demo, journal, protocol, reports, wall_time
 from tpucost.experiments.configs import autotune as autotune_config
 from tpucost.method.autotune import guard, search
 from tpucost.method.autotune.strategies import SimulatedAnnealing
@@ -122,6 +122,46 @@ def test_a_wrong_model_falls_back_and_ends_near_device_only():
     # differs seed by seed), and far better than trusting the model.
     assert _geomean(ratios_device) < 1.6, ratios_device
     assert _geomean(ratios_unguarded) < 0.2, ratios_unguarded
+
+
+class _InversePredictor(autotune.CachedPredictor):
+    """The deliberately wrong model as a predictor of the wall-time arm."""
+
+    def _predict(self, config):
+        return autotune.Evaluation(_inverse(config), 0.0)
+
+
+def test_the_wall_time_arm_is_guarded_too():
+    space = _space()
+    tunable = types.SimpleNamespace(space=space)
+    ratios = []
+    for seed in range(4):
+        start = _starts(space, seed)["from_random"]
+        measurer = Evaluator(seconds=0.25)
+        run = wall_time.wall_time_search(
+            tunable, measurer, start, 6.0, 200, seed=seed, predictor=_InversePredictor(space)
+        )
+        assert measurer.calls[0] == start  # the start is measured first
+        assert run.fell_back_at == guard.MIN_MEASURED and "slower than the start" in run.fallback_reason
+        keys = [space.key(c) for c in measurer.calls]
+        assert len(keys) == len(set(keys))  # the fallback never measures one twice
+        unguarded = wall_time.wall_time_search(
+            tunable,
+            Evaluator(seconds=0.25),
+            start,
+            6.0,
+            200,
+            seed=seed,
+            predictor=_InversePredictor(space),
+            guard=None,
+        )
+        assert unguarded.fell_back_at is None and unguarded.guard is None
+        ratios.append(run.best_measured_ns / unguarded.best_measured_ns)
+    assert _geomean(ratios) < 0.5, ratios
+    control = wall_time.wall_time_search(
+        tunable, Evaluator(), space.default, 6.0, 200, order="random", predictor=_InversePredictor(space)
+    )
+    assert control.guard is None and control.fell_back_at is None  # the control has no model to distrust
 
 
 def test_a_model_that_ranks_one_bad_option_first_falls_back():

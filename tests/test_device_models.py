@@ -184,6 +184,20 @@ def test_fine_tuning_starts_from_the_given_model(graphs):
         )
 
 
+def test_fine_tuning_keeps_the_starting_weights_when_no_epoch_beats_them(graphs):
+    data = Kernels(graphs)
+    wreck = TrainConfig.smoke(epochs=1, batch_size=1, learning_rate=50.0, model=ModelConfig(**SMALL))
+    start = models.make_model(wreck.model, 7)
+    task = kernel.KernelTask.fit(data, np.arange(4), wreck.model)
+    kept = train.train_and_evaluate(task, wreck, np.arange(4), np.arange(4), progress=False, init_model=start)
+    assert kept.best_epoch == 0 and kept.history["val_loss"][0] > kept.best_val_loss
+    np.testing.assert_array_equal(
+        kernel.predict(kept.model, task.norm, graphs), kernel.predict(start, task.norm, graphs)
+    )
+    fresh = train.train_and_evaluate(task, wreck, np.arange(4), np.arange(4), progress=False)
+    assert fresh.best_epoch == 1  # without a starting model, the first epoch is the best so far
+
+
 @pytest.mark.slow
 def test_cost_model_load_on_a_device_it_never_saw_measures_the_descriptor(tmp_path, graphs, monkeypatch):
     here = device.fingerprint()

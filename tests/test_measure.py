@@ -365,3 +365,20 @@ def test_an_executable_from_the_persistent_compilation_cache_is_measured(tmp_pat
     assert any(tmp_path.iterdir()), "the first process wrote no cache entry"
     first, second = (json.loads(run.stdout.strip().splitlines()[-1]) for run in runs)
     assert first and second == first
+
+
+def test_best_wall_time_fills_a_time_share_with_more_runs():
+    calls = []
+    x = jnp.ones(4)
+
+    def fn(a):
+        calls.append(1)
+        return a
+
+    best = measure.best_wall_time_ns(fn, (x,), repeats=3, warmup=1)
+    assert len(calls) == 1 + 3 and best > 0  # a warm-up and the repeats, no share
+    calls.clear()
+    measure.best_wall_time_ns(fn, (x,), repeats=3, warmup=0, share_s=0.05)
+    assert len(calls) > 3  # runs went on for the share
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        measure.best_wall_time_ns(fn, (x,), repeats=0)

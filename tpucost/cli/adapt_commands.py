@@ -67,7 +67,10 @@ def add_adapt_command(sub: argparse._SubParsersAction) -> None:
         "--epochs", type=int, default=_DEFAULTS.epochs, help="most epochs of fine-tuning (early stopping)"
     )
     p.add_argument(
-        "--seed", type=int, default=_DEFAULTS.seed, help="draws the scoring families and the validation fifth"
+        "--seed",
+        type=int,
+        default=_DEFAULTS.seed,
+        help="draws the scoring families and the validation families",
     )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")

@@ -21,8 +21,10 @@ weights), then says honestly how much that helped.
    elsewhere); the report counts both.
 3. **Score four predictors on the scoring rows** (`METHOD_ORDER`): the model ``before`` adapting
    (uncorrected, the training device's runtimes); ``fine-tuned`` (the network trained further on
-   the adaptation kernels for `AdaptConfig.epochs` epochs, early stopping on a fifth of them drawn
-   with the seed, its target standardisation unchanged); ``per-kind correction`` (today's
+   the adaptation kernels for at most `AdaptConfig.epochs` epochs, its target standardisation
+   unchanged, early stopping on the kernels of a fifth of the adaptation families drawn with the
+   seed, `fine_tune`; the starting weights count as epoch 0, so it keeps them when no epoch
+   predicts those families better); ``per-kind correction`` (today's
    `tpucost.experiments.calibration.fit_correction` fitted on the adaptation kernels) and
    ``constant`` (`tpucost.method.baselines.KindMedianModel` of the adaptation kernels). Each gets
    the median APE over the rows, the MAPE of kernels >= 5 us and Kendall's tau (each a median over
@@ -76,6 +78,7 @@ __all__ = [
     "split_families",
     "FamilySplit",
     "family_split",
+    "validation_kernels",
     "fine_tune",
     "adapt",
     "adaptation_table",
@@ -102,10 +105,11 @@ class AdaptConfig:
       the default family i mod 14: the first 14 are 14 families, then their next form).
       repeats: traced runs per program and round (a label is the minimum).
       epochs: the most epochs of fine-tuning.
-      patience: stop fine-tuning after this many epochs without a lower validation loss.
+      patience: stop fine-tuning after this many epochs without a lower validation loss (the
+      validation kernels: those of a fifth of the adaptation families, `validation_kernels`).
       learning_rate: the peak learning rate of fine-tuning.
       scoring_fraction: the share of the measured families held out for scoring (at least one).
-      seed: draws the scoring families and the validation fifth, and seeds fine-tuning.
+      seed: draws the scoring families and the validation families, and seeds fine-tuning.
     """
 
     minutes: float = 3.0
@@ -254,26 +258,52 @@ def family_split(ds: KernelDataset, adapt_on: Sequence[str], training: set[str] 
     return FamilySplit(adaptation, kept, int(adapted.sum()), None if training is None else int(trained.sum()))
 
 
+def validation_kernels(families: np.ndarray, seed: int) -> np.ndarray:
+    """bool[N]: which of N kernels (their families, ``families``) early stopping holds out: every
+    kernel of a fifth of the distinct families (at least one, drawn with ``seed``), so that the
+    validation loss says how fine-tuning carries over to programs it did not train on; with one
+    family, a fifth of the kernels; with fewer than five kernels, all of them (they also train)."""
+    families = np.asarray(families).astype(str)
+    rng = np.random.default_rng(seed)
+    names = np.unique(families)
+    if len(names) >= 2:
+        held = rng.choice(names, size=max(1, round(len(names) / 5)), replace=False)
+        return np.isin(families, held)
+    if len(families) < 5:
+        return np.ones(len(families), bool)
+    return np.isin(np.arange(len(families)), rng.choice(len(families), len(families) // 5, replace=False))
+
+
 def fine_tune(
     net: KernelModel,
     dataset: KernelDataset,
     kernels: np.ndarray,
-    config: AdaptConfig,
+    *,
+    epochs: int,
+    patience: int,
+    learning_rate: float,
+    seed: int,
     device_features: np.ndarray | None = None,
     progress: bool = True,
 ) -> train.TrainResult:
-    """``net`` trained further on the ``kernels`` of ``dataset`` (from its weights, with its target
-    standardisation); early stopping on a fifth of them drawn with ``config.seed`` (all of them,
-    for both, when fewer than five). ``device_features`` (float[D]): this device's descriptor, for
-    a model that reads the device."""
+    """``net`` trained further on the ``kernels`` of ``dataset``: from its weights, with its
+    training settings and target standardisation, for at most ``epochs`` epochs at peak
+    ``learning_rate``, stopping after ``patience`` epochs without a lower validation loss.
+
+    The validation kernels are those of a fifth of the families (`validation_kernels`, the family
+    of a kernel's first program), and the starting weights compete as epoch 0
+    (`tpucost.method.train.train_and_evaluate`): when no epoch predicts the held-out families
+    better, the result is the model it started from (``best_epoch`` 0).
+    ``device_features`` (float[D]): the device's descriptor, for a model that reads the device.
+    """
     base = net.config if isinstance(net.config, train.TrainConfig) else train.TrainConfig(model=net.config)
     tune = dataclasses.replace(
         base,
         model=net.model.config,
-        epochs=config.epochs,
-        patience=config.patience,
-        learning_rate=config.learning_rate,
-        seed=config.seed,
+        epochs=epochs,
+        patience=patience,
+        learning_rate=learning_rate,
+        seed=seed,
     )
     rows = None
     if net.reads_device:
@@ -286,12 +316,9 @@ def fine_tune(
         device_norm=net.device_norm if net.reads_device else None,
     )
     kernels = np.asarray(kernels, np.int64)
-    fit, val = kernels, kernels
-    if len(kernels) >= 5:
-        rng = np.random.default_rng(config.seed)
-        val = np.sort(rng.choice(kernels, size=len(kernels) // 5, replace=False))
-        fit = np.setdiff1d(kernels, val)
-    return train.train_and_evaluate(task, tune, fit, val, progress=progress, init_model=net.model)
+    held = validation_kernels(dataset.family[kernels], seed)
+    fit = kernels if held.all() else kernels[~held]
+    return train.train_and_evaluate(task, tune, fit, kernels[held], progress=progress, init_model=net.model)
 
 
 def _scores(pred: np.ndarray, true: np.ndarray, programs: np.ndarray) -> dict[str, float | None]:
@@ -415,7 +442,17 @@ def adapt(
     dispatch = kernel_collection.dispatch_ns_per_kernel(measured.runs)
     features = model.descriptor.features() if net.reads_device else None
     start = time.perf_counter()
-    result = fine_tune(net, ds, split.adaptation, config, features, progress)
+    result = fine_tune(
+        net,
+        ds,
+        split.adaptation,
+        epochs=config.epochs,
+        patience=config.patience,
+        learning_rate=config.learning_rate,
+        seed=config.seed,
+        device_features=features,
+        progress=progress,
+    )
     tune_s = time.perf_counter() - start
     saved = checkpoint.save(
         out / method,
@@ -466,12 +503,20 @@ def _cell(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _best_epoch(best: int) -> str:
+    if best == 0:
+        return "no epoch predicted the validation families better than the starting weights: kept them"
+    return f"best {best}"
+
+
 def _verdict(report: Mapping[str, Any]) -> str:
     """One sentence on whether fine-tuning lowered the median APE, from the numbers."""
     before = report["methods"]["before"]["median_ape"]
     after = report["methods"]["fine-tuned"]["median_ape"]
     if before is None or after is None:
         return "no median APE to compare"
+    if report["best_epoch"] == 0:
+        return f"median APE {before:.1f}% before and fine-tuned: fine-tuning kept the starting weights"
     word = "lower" if after < before else "not lower"
     return f"median APE {before:.1f}% before, {after:.1f}% fine-tuned: {word} after fine-tuning"
 
@@ -485,7 +530,7 @@ def adaptation_table(report: Mapping[str, Any]) -> str:
         f"{device.describe(report['trained_on'])}) to {device.describe(report['device'])}",
         f"measured {report['measured_programs']} programs in {report['seconds_measuring']:.0f} s "
         f"({report['seconds_measuring_now']:.0f} s now); fine-tuned {report['epochs_run']} epochs "
-        f"(best {report['best_epoch']}) in {report['seconds_fine_tuning']:.0f} s",
+        f"({_best_epoch(report['best_epoch'])}) in {report['seconds_fine_tuning']:.0f} s",
         f"adaptation: {report['adaptation_programs']} programs of {', '.join(report['adaptation_families'])}, "
         f"{report['adaptation_kernels']} kernels",
         f"scoring: {report['scoring_programs']} of the {report['scoring_family_programs']} programs of "

@@ -25,7 +25,7 @@ The methods (`METHOD_ORDER`): ``zero-shot`` (the model with the held-out descrip
 ``calibrated-Nmin`` (zero-shot times today's per-kind correction,
 `tpucost.experiments.calibration.fit_correction`, fitted on the N-minute kernels);
 ``fine-tuned-Nmin`` (the model trained further on the N-minute kernels, from its trained
-parameters); ``roofline`` (`tpucost.method.analytical` with the held-out descriptor's peaks,
+parameters, `tpucost.experiments.adaptation.fine_tune`); ``roofline`` (`tpucost.method.analytical` with the held-out descriptor's peaks,
 `DeviceRoofline.from_descriptor`, and per-kind coefficients fitted on the training packs, each
 with its own descriptor's roofline); ``roofline-Nmin`` (the same roofline, coefficients fitted on
 the N-minute kernels) and ``constant-Nmin`` (`tpucost.method.baselines.KindMedianModel` of the
@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tpucost.experiments.adaptation import fine_tune
 from tpucost.experiments.calibration import fit_correction
 from tpucost.experiments.configs import lodo
 from tpucost.experiments.data import kernel as kernel_data
@@ -302,26 +303,6 @@ def _trained_model(
     return load_model(saved)
 
 
-def _fine_tuned(
-    net: KernelModel, held: DevicePack, kernels: np.ndarray, config: lodo.LodoConfig, progress: bool
-) -> Any:
-    """``net``'s model trained further on the held-out device's ``kernels`` (its descriptor on every
-    kernel); early stopping on every fifth of them (all of them when fewer than five)."""
-    ds = held.dataset
-    rows = np.broadcast_to(held.descriptor.features(), (len(ds), len(FEATURE_NAMES)))
-    tune = dataclasses.replace(
-        config.train,
-        model=net.model.config,
-        epochs=config.finetune_epochs,
-        patience=config.finetune_epochs,
-        learning_rate=config.finetune_learning_rate,
-    )
-    task = KernelTask(ds, net.norm, tune.model.kind == "lstm", device=rows, device_norm=net.device_norm)
-    val = kernels[::5] if len(kernels) >= 5 else kernels
-    fit = np.setdiff1d(kernels, val) if len(kernels) >= 5 else kernels
-    return train.train_and_evaluate(task, tune, fit, val, progress=progress, init_model=net.model).model
-
-
 # ---------------------------------------------------------------------------------------------
 # Scoring on the held-out device
 # ---------------------------------------------------------------------------------------------
@@ -401,24 +382,36 @@ def _adapted_methods(
     zero_shot: np.ndarray,
     config: lodo.LodoConfig,
     progress: bool,
-) -> dict[str, np.ndarray]:
+) -> tuple[dict[str, np.ndarray], int]:
     """Per-kernel predictions (ns) on the evaluation kernels of the methods adapted on ``kernels``
-    (one budget's N-minute kernels): calibrated, fine-tuned, roofline and constant."""
+    (one budget's N-minute kernels): calibrated, fine-tuned, roofline and constant; and the best
+    epoch of the fine-tuning (0: it kept the trained weights)."""
     ds, features = held.dataset, held.descriptor.features()
     graphs: list[KernelGraph] = [ds.graph(int(i)) for i in kernels]
     measured = ds.runtime_ns[kernels]
     raw = np.exp(predict(net.model, net.norm, graphs, device=features, device_norm=net.device_norm))
     correction = fit_correction(raw, measured, [kernel_class(g) for g in graphs])
-    tuned = _fine_tuned(net, held, kernels, config, progress)
+    tuned = fine_tune(
+        net,
+        ds,
+        kernels,
+        epochs=config.finetune_epochs,
+        patience=config.finetune_epochs,
+        learning_rate=config.finetune_learning_rate,
+        seed=config.seed,
+        device_features=features,
+        progress=progress,
+    )
     roofline = analytical.AnalyticalModel(analytical.DeviceRoofline.from_descriptor(held.descriptor))
-    return {
+    predictions = {
         "calibrated": correction.apply(zero_shot, [kernel_class(g) for g in evaluation.graphs]),
         "fine-tuned": np.exp(
-            predict(tuned, net.norm, evaluation.graphs, device=features, device_norm=net.device_norm)
+            predict(tuned.model, net.norm, evaluation.graphs, device=features, device_norm=net.device_norm)
         ),
         "roofline": roofline.fit(graphs, measured).predict(evaluation.graphs),
         "constant": baselines.KindMedianModel().fit(measured, ds.kind[kernels]).predict(evaluation.graphs),
     }
+    return predictions, tuned.best_epoch
 
 
 def _noise(folder: Path) -> dict[str, Any] | None:
@@ -450,11 +443,13 @@ def _held_out_result(
         "zero-shot": zero_shot,
         "roofline": _roofline_zero_shot(others, held).predict(evaluation.graphs),
     }
+    best_epochs: dict[float, int | None] = {m: None for m in config.minutes}
     for m in config.minutes:
         if len(adapted[m]):
-            for prefix, pred in _adapted_methods(
+            by_prefix, best_epochs[m] = _adapted_methods(
                 net, held, adapted[m], evaluation, zero_shot, config, progress
-            ).items():
+            )
+            for prefix, pred in by_prefix.items():
                 predictions[f"{prefix}-{m:g}min"] = pred
     return {
         "device_id": held.device_id,
@@ -463,7 +458,12 @@ def _held_out_result(
         "noise": _noise(held.folder),
         "evaluation_programs": len(programs),
         "adaptation": {
-            f"{m:g}": {"minutes": m, "pairs": len(budgets[m]), "kernels": int(len(adapted[m]))}
+            f"{m:g}": {
+                "minutes": m,
+                "pairs": len(budgets[m]),
+                "kernels": int(len(adapted[m])),
+                "fine_tune_best_epoch": best_epochs[m],
+            }
             for m in config.minutes
         },
         "methods": {

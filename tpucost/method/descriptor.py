@@ -50,7 +50,7 @@ import numpy as np
 
 from tpucost.files import cache_dir, read_json_object, write_json_atomic
 from tpucost.method import device
-from tpucost.method.measure import wall_time_ns
+from tpucost.method.measure import best_wall_time_ns
 
 __all__ = [
     "DESCRIPTOR_FILE",
@@ -324,13 +324,7 @@ def _best_time_s(
     fn: Callable, args: Sequence[Any], share_s: float, min_runs: int = 3, warmup: int = 1
 ) -> float:
     """Minimum wall time (s) of ``fn(*args)`` over runs for ``share_s`` seconds (at least ``min_runs``)."""
-    for _ in range(warmup):
-        wall_time_ns(fn, *args, repeats=1)
-    best, runs, start = math.inf, 0, time.perf_counter()
-    while runs < min_runs or (time.perf_counter() - start < share_s and runs < 10_000):
-        best = min(best, wall_time_ns(fn, *args, repeats=1)[0] * 1e-9)
-        runs += 1
-    return best
+    return 1e-9 * best_wall_time_ns(fn, args, repeats=min_runs, warmup=warmup, share_s=share_s)
 
 
 def _peak_rate(

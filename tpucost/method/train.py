@@ -163,7 +163,8 @@ class TrainResult:
     Attributes:
       history: {"train_loss": [...], "val_loss": [...]}, one entry per epoch run (the task's loss;
       train loss is the mean over the epoch's steps).
-      best_epoch: 1-based epoch of the lowest validation loss (0 if no epoch ran).
+      best_epoch: 1-based epoch of the lowest validation loss (0 if no epoch ran, or if no epoch beat
+      the starting parameters of a fine-tuning).
       best_val_loss: that loss.
       model: the model holding the best-validation parameters.
       config: the training config.
@@ -315,6 +316,13 @@ def _record(state: checkpoint.TrainState, train_loss: float, val_loss: float) ->
         state.bad_epochs += 1
 
 
+def _start_as_best(steps: _Steps, state: checkpoint.TrainState, val_batches: list[Any]) -> None:
+    """Make the starting parameters the best so far (epoch 0, their validation loss): fine-tuning
+    then keeps them unless an epoch does better on the validation examples."""
+    state.best_val = _mean_loss(steps, state.params, val_batches)
+    state.best_params, state.best_epoch, state.bad_epochs = state.params, 0, 0
+
+
 def _run_epochs(
     steps: _Steps,
     task: Task,
@@ -378,7 +386,9 @@ def train_and_evaluate(
       finished epoch.
       progress: show a tqdm bar.
       init_model: start from this model's parameters (fine-tuning; a model of ``config.model``)
-      instead of a fresh initialisation; a resumed training state still takes precedence.
+      instead of a fresh initialisation; a resumed training state still takes precedence. The
+      starting parameters compete as epoch 0: an epoch replaces them only with a lower validation
+      loss, so the result is never worse on ``val_part`` than the model it started from.
 
     Returns:
       A `TrainResult` whose model holds the best-validation parameters.
@@ -402,6 +412,8 @@ def train_and_evaluate(
     state.opt_state = jax.device_put(state.opt_state, steps.replicated)
     val_order = np.asarray(task.eval_order(val_part))
     val_batches = list(task.batches(val_part, config.eval_batch_size, mesh.size, val_order))
+    if init_model is not None and state.epoch == 0:
+        _start_as_best(steps, state, val_batches)
     _run_epochs(steps, task, config, state, train_part, val_batches, state_file, progress)
     if state.best_params is not None:
         model = nnx.merge(graphdef, jax.device_get(state.best_params), rest)

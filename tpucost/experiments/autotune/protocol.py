@@ -269,8 +269,9 @@ def autotune(
     progress. A journal written for another experiment (one written before the model guard among
     them) is refused with an error naming the differing field.
 
-    ``config.guard``: guard the model-guided searches at equal device seconds with
-    `tpucost.method.autotune.guard.DEFAULT_GUARD` (False: the paper's protocol unchanged). ``report["model_guard"]`` holds its thresholds, and each seed's entry its
+    ``config.guard``: guard the model-guided searches, at equal device seconds and at equal wall
+    time, with `tpucost.method.autotune.guard.DEFAULT_GUARD` (False: the paper's protocol
+    unchanged). ``report["model_guard"]`` holds its thresholds, and each seed's entry its
     ``fell_back_at``, ``fallback_reason`` and ``rank_agreement`` (`SearchRun.summary`).
     """
     config = get_config() if config is None else config
@@ -587,6 +588,7 @@ def _one_search(
             start_name=start_name,
             worker=worker,
             predictor=None if worker is not None else setup.wall_predictor,
+            guard=setup.guard,
         )
     if arm == "device_only":
         return device_only_search(space, measurer, dict(start), config.budget_s, search, seed, start_name)

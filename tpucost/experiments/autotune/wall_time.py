@@ -44,7 +44,18 @@ from tpucost.experiments.autotune.evaluators import (
 from tpucost.experiments.autotune.tunable import Tunable, load_tunable
 from tpucost.method import backends, device
 from tpucost.method.autotune.evaluation import Evaluator
-from tpucost.method.autotune.search import SearchRun, measure_in_order, run_search, score_candidates
+from tpucost.method.autotune.guard import DEFAULT_GUARD, ModelGuard
+from tpucost.method.autotune.search import (
+    SearchRun,
+    fall_back,
+    guard_fires,
+    measure_guarded,
+    measure_in_order,
+    measured_agreement,
+    run_search,
+    score_candidates,
+    start_first,
+)
 from tpucost.method.autotune.space import Config
 from tpucost.method.costmodel import CostModel
 
@@ -277,13 +288,19 @@ def wall_time_search(
     start_name: str = "",
     worker: ScoringWorker | None = None,
     predictor: CachedPredictor | None = None,
+    guard: ModelGuard | None = DEFAULT_GUARD,
 ) -> SearchRun:
     """A model-guided (``order="predicted"``) or control (``order="random"``) search that ends
     when ``budget_s`` wall-clock seconds are spent, predicting included (checked before each
     measurement, so the last may end past it).
 
     With ``worker`` (a `ScoringWorker` on spare cores) the model scores beside the measurements;
-    else ``predictor`` scores in this process first, for at most half the budget."""
+    else ``predictor`` scores in this process first, for at most half the budget.
+
+    ``guard`` (model-guided only, as in `tpucost.method.autotune.search.model_guided_search`): the
+    start is measured first; when the guard judges the measurements to contradict the model
+    (`tpucost.method.autotune.search.guard_fires`), the wall time left goes to device-only search
+    from the best configuration measured (`tpucost.method.autotune.search.fall_back`)."""
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; expected one of {sorted(ORDERS)}")
     if (worker is None) == (predictor is None):
@@ -294,15 +311,46 @@ def wall_time_search(
     rng = np.random.default_rng([seed, 2])
     space = tunable.space
     t0 = time.perf_counter()
+    guard = guard if order == "predicted" else None
     if worker is None:
         configs = score_candidates(run, space, predictor, strategy, start, n_candidates, budget_s / 2)
         if order == "random":
             configs = [configs[i] for i in rng.permutation(len(configs))]
         remaining = budget_s - (time.perf_counter() - t0)
-        measure_in_order(run, measurer, configs, remaining)
-        run.wall_seconds = time.perf_counter() - t0
-        return run
-    search_id = worker.begin(start, seed, n_candidates, strategy)
+        if guard is None:
+            measure_in_order(run, measurer, configs, remaining)
+        else:
+            measure_guarded(run, space, measurer, start_first(space, start, configs), remaining, guard)
+    else:
+        _measure_beside(
+            run, tunable, measurer, start, t0 + budget_s, n_candidates, order, strategy, worker, guard
+        )
+    if run.fell_back_at is not None:  # the wall time left, as device seconds of device-only search
+        fall_back(run, space, measurer, strategy, run.device_seconds + budget_s - (time.perf_counter() - t0))
+    run.wall_seconds = time.perf_counter() - t0
+    return run
+
+
+def _measure_beside(
+    run: SearchRun,
+    tunable: Tunable,
+    measurer: Evaluator,
+    start: Config,
+    deadline: float,
+    n_candidates: int,
+    order: str,
+    strategy: str,
+    worker: ScoringWorker,
+    guard: ModelGuard | None,
+) -> None:
+    """`wall_time_search` with a scoring worker: the start, then the candidates the worker scores,
+    each time the best-predicted (or a random) one not yet measured, until the clock
+    (``time.perf_counter``) reaches ``deadline``, the worker has nothing left, or ``guard`` fires."""
+    rng = np.random.default_rng([run.seed, 2])
+    space = tunable.space
+    if guard is not None:
+        run.guard = guard.to_dict()
+    search_id = worker.begin(start, run.seed, n_candidates, strategy)
     scored: dict[tuple[int, ...], float] = {}
     tried = {space.key(start)}
     finished = False
@@ -318,17 +366,19 @@ def wall_time_search(
             run.search_compile_seconds += compile_seconds
 
     run.measure(measurer, start)  # the strategy's first proposal too; the worker scores meanwhile
-    while time.perf_counter() - t0 < budget_s:
+    while time.perf_counter() < deadline:
         collect(0.0)
+        if guard is not None and guard_fires(run, space, guard):
+            break
         key = _pick(run, scored, tried, order, rng)
         if key is None:
             if finished:
                 break
-            collect(min(1.0, max(0.01, budget_s - (time.perf_counter() - t0))))
+            collect(min(1.0, max(0.01, deadline - time.perf_counter())))
             continue
         tried.add(key)
         run.measure(measurer, space.config(key))
-    run.wall_seconds = time.perf_counter() - t0
     if not finished:  # its "done" was read already when it finished
         worker.end(search_id)  # what it scores after the budget is not the search's
-    return run
+    if guard is not None and run.fell_back_at is None:
+        run.rank_agreement = measured_agreement(run, space)

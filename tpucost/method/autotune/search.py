@@ -42,6 +42,9 @@ __all__ = [
     "device_only_search",
     "model_guided_search",
     "measure_guarded",
+    "measured_agreement",
+    "guard_fires",
+    "start_first",
     "fall_back",
     "random_order_search",
     "heuristic_search",
@@ -241,23 +244,35 @@ def model_guided_search(
     ranked = score_candidates(run, space, predictor, strategy, start, n_candidates)
     if guard is None:
         measure_in_order(run, measurer, ranked, budget_s)
-        run.rank_agreement = _agreement(run, space)
+        run.rank_agreement = measured_agreement(run, space)
     else:
-        run.guard = guard.to_dict()
-        start_key = space.key(start)
-        guarded_order = [dict(start), *(c for c in ranked if space.key(c) != start_key)]
-        measure_guarded(run, space, measurer, guarded_order, budget_s, guard)
+        measure_guarded(run, space, measurer, start_first(space, start, ranked), budget_s, guard)
         if run.fell_back_at is not None:
             fall_back(run, space, measurer, strategy, budget_s)
     run.wall_seconds = time.perf_counter() - t0
     return run
 
 
-def _agreement(run: SearchRun, space: Space) -> float | None:
+def measured_agreement(run: SearchRun, space: Space) -> float | None:
     """The rank agreement (`rank_agreement`) over ``run``'s measured candidates that the model scored."""
     predicted = {space.key(c): ns for c, ns in run.predicted}
     pairs = [(ns, predicted[space.key(c)]) for c, ns, _ in run.measured if space.key(c) in predicted]
     return rank_agreement([m for m, _ in pairs], [p for _, p in pairs])
+
+
+def guard_fires(run: SearchRun, space: Space, guard: ModelGuard) -> bool:
+    """Whether ``guard`` judges ``run``'s measurements so far (the start first, then the model's
+    picks) to contradict the model, once it holds ``guard.min_measured``; when it does, ``run``
+    records it (``fell_back_at``, ``fallback_reason``, ``rank_agreement`` at that point)."""
+    if len(run.measured) < guard.min_measured:
+        return False
+    agreement = measured_agreement(run, space)
+    start_ns, picks_ns = run.measured[0][1], [ns for _, ns, _ in run.measured[1:]]
+    reason = guard.reason(start_ns, picks_ns, agreement)
+    if reason is None:
+        return False
+    run.fell_back_at, run.fallback_reason, run.rank_agreement = len(run.measured), reason, agreement
+    return True
 
 
 def measure_guarded(
@@ -269,23 +284,16 @@ def measure_guarded(
     guard: ModelGuard,
 ) -> None:
     """Measure ``configs`` (the start first, then the model's picks) in order into ``run``, like
-    `measure_in_order`, asking ``guard`` before each measurement after the first ``guard.min_measured``;
-    when it gives a reason, stop and record it (``run.fell_back_at``, ``run.fallback_reason``).
-    ``run.rank_agreement`` is the agreement at that point, or at the end."""
+    `measure_in_order`, asking ``guard`` before each measurement (`guard_fires`): when it fires,
+    stop. ``run.rank_agreement`` is the agreement at that point, or at the end."""
+    run.guard = guard.to_dict()
     for config in configs:
         if run.device_seconds >= budget_s:
             break
-        if len(run.measured) >= guard.min_measured:
-            agreement = _agreement(run, space)
-            start_ns, picks_ns = run.measured[0][1], [ns for _, ns, _ in run.measured[1:]]
-            reason = guard.reason(start_ns, picks_ns, agreement)
-            if reason is not None:
-                run.fell_back_at = len(run.measured)
-                run.fallback_reason = reason
-                run.rank_agreement = agreement
-                return
+        if guard_fires(run, space, guard):
+            return
         run.measure(measurer, config)
-    run.rank_agreement = _agreement(run, space)
+    run.rank_agreement = measured_agreement(run, space)
 
 
 class _Remembered:
@@ -299,6 +307,12 @@ class _Remembered:
     def __call__(self, config: Config) -> Evaluation:
         known = self.known.get(self.space.key(config))
         return self.measurer(config) if known is None else Evaluation(known, 0.0, cached=True)
+
+
+def start_first(space: Space, start: Config, ranked: Sequence[Config]) -> list[Config]:
+    """``start``, then ``ranked`` without it: the order of a guarded search's measurements."""
+    key = space.key(start)
+    return [dict(start), *(c for c in ranked if space.key(c) != key)]
 
 
 def fall_back(
