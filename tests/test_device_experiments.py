@@ -40,6 +40,15 @@ def test_fewer_than_two_gated_packs_is_a_clear_error(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_two_packs_of_one_device_are_refused(tmp_path):
+    a, b = _noise(tmp_path / "a"), _noise(tmp_path / "b")
+    for folder in (a, b):
+        (folder / "device.json").write_text(json.dumps({"id": "samedevice01", "cpu_isa": []}))
+    with pytest.raises(ValueError, match=r"are packs of one device \(samedevice01\): a device has one pack"):
+        device_experiments.leave_one_device_out([a, b], tmp_path / "out", lodo.get_smoke_config())
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_pack_without_a_descriptor_is_an_error_naming_it(tmp_path):
     with pytest.raises(ValueError, match=f"device pack {tmp_path / 'p'} has no descriptor.json"):
         device_experiments.combined_dataset([tmp_path / "p"])

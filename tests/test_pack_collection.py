@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from conftest import pretend_another_machine
 
-from tpucost import cli
-from tpucost.experiments.data import collection, kernel_collection, pack_collection
+from tpucost import cli, files
+from tpucost.experiments.data import collection, kernel_collection, pack_collection, packs
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.programs import FAMILIES, parse_program_id, program_ids
 from tpucost.method import descriptor, device, features
@@ -424,3 +424,43 @@ def test_collect_pack_cli(tmp_path, monkeypatch, capsys):
     assert seen["minutes"] == 30.0 and seen["commit_every_s"] == 1200.0 and seen["max_steal"] == 0.1
     assert seen["commit"] is False and seen["resume"] is True and seen["n"] == pack_collection.PACK_PROGRAMS
     assert seen["max_load"] == pack_collection.PACK_MAX_LOAD
+
+
+def test_a_device_with_a_bundled_pack_gets_no_second_one(tmp_path, monkeypatch):
+    first = packs.bundled_packs()[0]
+    owner = files.read_json_object(first / collection.DEVICE)
+    bundled = tmp_path / "bundled"  # the bundled folder's layout, with the first pack's device files
+    (bundled / first.name).mkdir(parents=True)
+    for name in (collection.DEVICE, kernel_data.SCHEMA_FILE):
+        (bundled / first.name / name).write_bytes((first / name).read_bytes())
+    monkeypatch.setenv(files.DATA_DIR_ENV, str(bundled))
+    monkeypatch.setattr(device, "fingerprint", lambda: dict(owner))  # this host: the first pack's device
+
+    def went_on(*args, **kwargs):
+        raise AssertionError("collect_pack went past the check")
+
+    monkeypatch.setattr(collection, "claim_device", went_on)
+    out = bundled / packs.PACKS_DIR / pack_collection.DEVICE_ID_FIELD
+    with pytest.raises(
+        ValueError, match=rf"this device \({owner['id']}\) already has a bundled pack, .*{first.name}"
+    ):
+        pack_collection.collect_pack(out, commit=False)
+    assert not (bundled / packs.PACKS_DIR).exists()  # refused before writing
+    with pytest.raises(AssertionError, match="went past"):  # a folder outside the bundled data: no check
+        pack_collection.collect_pack(tmp_path / "elsewhere", commit=False, families=("mlp",))
+
+
+def test_missing_families_are_those_the_devices_pack_never_ran():
+    first = packs.bundled_packs()[0]
+    owner = packs.pack_device_id(first)
+    measured = set(kernel_data.load_kernel_dataset(first).source_family.astype(str).tolist())
+    missing = pack_collection.missing_families(owner)
+    assert missing and not set(missing) & measured
+    assert set(missing) | measured == set(pack_collection.PACK_FAMILIES)
+    assert pack_collection.missing_families("no-such-device") == pack_collection.PACK_FAMILIES
+
+
+def test_collect_pack_names_an_unknown_family(tmp_path, capsys):
+    assert cli.main(["collect-pack", "--out", str(tmp_path / "p"), "--families", "mlp,nope"]) == 2
+    assert "--families: unknown families ['nope']" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()

@@ -289,3 +289,17 @@ def test_data_packs_cli(tmp_path, capsys, monkeypatch):
     (folder / kernel_data.NOISE_FILE).write_text('{"median_rel_ge5us": 0.01}')
     assert cli.main(["data", "packs", str(folder)]) == 2
     assert "noise.json: field 'n_ge5us'" in capsys.readouterr().err
+
+
+def test_a_device_has_one_pack(tmp_path, monkeypatch):
+    a, b = _pack(tmp_path / "a"), _pack(tmp_path / "b", seed=1)
+    with pytest.raises(ValueError, match=r"a\b.* and .*b are packs of one device \(.*a device has one pack"):
+        packs.list_packs([a, b])
+    assert [s.path for s in packs.list_packs([a])] == [a] and packs.pack_device_id(a) == DEVICE["id"]
+    monkeypatch.setenv(files.DATA_DIR_ENV, str(tmp_path / "bundled"))
+    assert packs.bundled_pack_of(DEVICE["id"]) is None
+    later = _pack(tmp_path / "bundled" / packs.PACKS_DIR / DEVICE["id"])
+    assert packs.bundled_pack_of(DEVICE["id"]) == later and packs.bundled_pack_of("another") is None
+    _pack(tmp_path / "bundled" / kernel_data.BUNDLED_NAME)  # a second bundled pack of that device
+    with pytest.raises(ValueError, match="a device has one pack"):
+        packs.list_packs()

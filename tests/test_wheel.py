@@ -165,6 +165,8 @@ def test_wheel_carries_bundled_data_and_checkpoints(wheel):
         "tpucost/bundled/autotune/README.md",
     ):
         assert needed in names, f"{needed} is not in {wheel.name}"
+    pending = [n for n in names if n.startswith("tpucost/bundled/pending/")]
+    assert not pending, f"measurements pending a pack's rebuild ship in {wheel.name}: {pending[:3]}"
 
 
 def test_make_test_checks_a_book_of_the_notebooks_its_wheel_test_executed():

@@ -97,10 +97,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_collect_pack(args: argparse.Namespace) -> int:
     try:
+        families = _pack_families(args.families)
         device.pin_to_one_core()  # the label mode, before JAX starts
+        if families == MISSING:
+            families = pack_collection.missing_families(device.fingerprint()["id"])
         summary = pack_collection.collect_pack(
             args.out,
             args.programs,
+            families=families,
             seed=args.seed,
             minutes=args.minutes,
             commit_every_s=60.0 * args.commit_every,
@@ -116,6 +120,24 @@ def cmd_collect_pack(args: argparse.Namespace) -> int:
         return fail(err)
     print(json.dumps(summary))
     return 0
+
+
+#: ``--families missing``: the families this device's bundled pack lacks (`missing_families`).
+MISSING = "missing"
+
+
+def _pack_families(names: str | None) -> tuple[str, ...] | str | None:
+    """``--families``: None (all), `MISSING` (resolved once the process is pinned) or a
+    comma-separated list of known families (ValueError naming an unknown one)."""
+    if names is None or names == MISSING:
+        return names
+    chosen = tuple(n.strip() for n in names.split(",") if n.strip())
+    unknown = [n for n in chosen if n not in pack_collection.PACK_FAMILIES]
+    if unknown or not chosen:
+        raise ValueError(
+            f"--families: unknown families {unknown or names!r}; known: {', '.join(pack_collection.PACK_FAMILIES)}"
+        )
+    return chosen
 
 
 def _precompile_flag(p: argparse.ArgumentParser, default: int) -> None:
@@ -181,6 +203,12 @@ def _add_collect_pack_parser(sub: argparse._SubParsersAction) -> None:
         default=pack_collection.COMMIT_EVERY_S / 60,
         metavar="MIN",
         help=f"minutes between two commits (default {pack_collection.COMMIT_EVERY_S / 60:.0f})",
+    )
+    p.add_argument(
+        "--families",
+        default=None,
+        help="comma-separated families to measure (default: all 31); 'missing': those this device's "
+        "bundled pack lacks (with --out tpucost/bundled/pending/{device_id})",
     )
     _gate_flags(p, pack_collection.PACK_MAX_LOAD, pack_collection.PACK_MAX_STEAL)
     _precompile_flag(p, precompile.AHEAD)

@@ -182,7 +182,13 @@ def _noise_text(noise: packs.PackNoise | None) -> str:
 
 
 def gated_packs(pack_dirs: Sequence[str | os.PathLike]) -> tuple[list[Path], dict[str, str]]:
-    """The packs of ``pack_dirs`` that pass the noise gate, and ``{folder: why}`` of the others."""
+    """The packs of ``pack_dirs`` that pass the noise gate, and ``{folder: why}`` of the others.
+
+    Raises:
+      ValueError: two folders hold packs of one device (`packs.check_one_pack_per_device`).
+    """
+    pack_dirs = list(map(Path, pack_dirs))
+    packs.check_one_pack_per_device([(f, packs.pack_device_id(f)) for f in pack_dirs])
     passing, failing = [], {}
     for folder in map(Path, pack_dirs):
         noise = packs.read_noise(folder)

@@ -50,6 +50,7 @@ __all__ = [
     "NOISE_SAMPLE",
     "DEVICE_ID_FIELD",
     "require_git_folder",
+    "missing_families",
     "git_commit_chunk",
     "collect_pack",
 ]
@@ -296,12 +297,14 @@ def collect_pack(
 
     Raises:
       FileExistsError: ``out`` holds a log and ``resume`` is False.
-      ValueError: ``out`` cannot be written, was measured on another device, or (with ``commit``)
-      is not in a git work tree or is ignored by git.
+      ValueError: ``out`` cannot be written, was measured on another device, is a folder of the
+      bundled data while this device has a bundled pack elsewhere (one pack per device), or (with
+      ``commit``) is not in a git work tree or is ignored by git.
       ImportError: a family's library is not installed (``pip install 'tpucost[corpus]'``).
     """
     fingerprint = device.fingerprint()
     out = Path(str(out).replace(DEVICE_ID_FIELD, fingerprint["id"]))
+    _refuse_a_second_bundled_pack(out, fingerprint["id"])
     if (out / collection.LOG).exists() and not resume:
         raise FileExistsError(
             f"{out / collection.LOG} exists: pass resume=True (--resume) to continue that pack"
@@ -346,6 +349,32 @@ def collect_pack(
         f"noise floor at the end and the data set ({run.pairs()} pairs, {counts.get('kernels', 0)} kernels)"
     )
     return _summary(run, before, counts)
+
+
+def missing_families(device_id: str) -> tuple[str, ...]:
+    """The families of `PACK_FAMILIES` that the bundled pack of ``device_id`` never ran (all of
+    them when the device has no bundled pack): what a pending collection for it measures."""
+    folder = packs.bundled_pack_of(device_id)
+    if folder is None:
+        return PACK_FAMILIES
+    measured = set(kernel_data.load_kernel_dataset(folder).source_family.astype(str).tolist())
+    return tuple(f for f in PACK_FAMILIES if f not in measured)
+
+
+def _refuse_a_second_bundled_pack(out: Path, device_id: str) -> None:
+    """ValueError when ``out`` is a pack folder of the bundled data (`packs.is_pack_folder`) and
+    this device already has a bundled pack in another folder (`packs.bundled_pack_of`): one pack
+    per device. Other folders are not checked."""
+    if not packs.is_pack_folder(out):
+        return
+    existing = packs.bundled_pack_of(device_id)
+    if existing is not None and existing.resolve() != out.resolve():
+        raise ValueError(
+            f"this device ({device_id}) already has a bundled pack, {existing}: a device has one pack, "
+            f"so {out} would be a second one. Collect a pack on a host whose device has none "
+            "(`python -m tpucost data packs` lists them); measurements of this device that are to join "
+            f"its pack go to tpucost/bundled/{packs.PENDING_DIR}/{{device_id}} (--families: the ones it lacks)"
+        )
 
 
 def _summary(run: _PackRun, before: set[str], counts: dict[str, Any]) -> dict[str, Any]:

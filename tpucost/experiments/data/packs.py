@@ -31,7 +31,11 @@ over at least 20 re-measured kernels of 5 us or longer, the median relative diff
 
 The first pack is the bundled data set ``tpucost/bundled/kernels_cpu/`` (it keeps that path);
 later ones are bundled as ``tpucost/bundled/packs/<device_id>/`` (`bundled_packs`).
-``python -m tpucost data packs [--json]`` lists them (`list_packs`).
+``python -m tpucost data packs [--json]`` lists them (`list_packs`). A device has one pack
+(`check_one_pack_per_device`). Measurements that are to join a device's existing pack when it is
+next rebuilt (its models retrained with it) are collected in ``tpucost/bundled/pending/<device_id>/``
+(`PENDING_DIR`): in the repository, committed as they are measured, but not a pack (not listed,
+not read by any model) and not in the wheel.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ __all__ = [
     "NoiseGate",
     "GATE",
     "PACKS_DIR",
+    "PENDING_DIR",
     "PACK_FILE",
     "NOISE_MEASUREMENTS",
     "PackNoise",
@@ -67,10 +72,16 @@ __all__ = [
     "bundled_packs",
     "summarize_pack",
     "list_packs",
+    "pack_device_id",
+    "check_one_pack_per_device",
+    "is_pack_folder",
+    "bundled_pack_of",
 ]
 
 #: Folder under `tpucost.files.bundled_dir()` of the packs after the first: ``packs/<device_id>/``.
 PACKS_DIR = "packs"
+#: Folder under `tpucost.files.bundled_dir()` of measurements waiting to join a device's pack.
+PENDING_DIR = "pending"
 #: The cached counts of a pack (`write_pack_file`).
 PACK_FILE = "pack.json"
 #: The entries of a start-and-end ``noise.json``, in the order they are measured.
@@ -422,5 +433,50 @@ def summarize_pack(folder: str | os.PathLike, use_cache: bool = True) -> PackSum
 
 
 def list_packs(paths: Sequence[str | os.PathLike] | None = None) -> list[PackSummary]:
-    """`summarize_pack` of each folder of ``paths``, or of every bundled pack (`bundled_packs`)."""
-    return [summarize_pack(p) for p in (bundled_packs() if paths is None else paths)]
+    """`summarize_pack` of each folder of ``paths``, or of every bundled pack (`bundled_packs`).
+
+    Raises:
+      ValueError: two of the folders hold packs of one device (`check_one_pack_per_device`).
+    """
+    summaries = [summarize_pack(p) for p in (bundled_packs() if paths is None else paths)]
+    check_one_pack_per_device([(Path(s.path), s.device_id) for s in summaries])
+    return summaries
+
+
+def pack_device_id(folder: str | os.PathLike) -> str | None:
+    """The device id a pack folder's ``device.json`` records; None without a ``device.json``
+    (ValueError when it is malformed)."""
+    if not (Path(folder) / collection.DEVICE).is_file():
+        return None
+    return str(_device(Path(folder), None)["id"])
+
+
+def check_one_pack_per_device(folders: Sequence[tuple[Path, str | None]]) -> None:
+    """Refuse (ValueError, naming both folders) two (folder, device id) pairs of one device: a
+    device has one pack, so that a set of packs is a set of devices (leave-one-device-out holds
+    out a device, not a folder). A None id (no ``device.json``) is left to the reader's error."""
+    seen: dict[str, Path] = {}
+    for folder, device_id in folders:
+        if device_id is None:
+            continue
+        if device_id in seen and seen[device_id].resolve() != Path(folder).resolve():
+            raise ValueError(
+                f"{seen[device_id]} and {folder} are packs of one device ({device_id}): a device has one "
+                "pack; merge them into one (`tpucost.experiments.data.kernel_collection.merge`) or leave one out"
+            )
+        seen[device_id] = Path(folder)
+
+
+def is_pack_folder(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` is where `bundled_packs` looks for a pack: the first pack's folder, or a
+    folder of ``packs/`` in the bundled data."""
+    root, target = bundled_dir().resolve(), Path(folder).resolve()
+    return target == root / kernel_data.BUNDLED_NAME or target.parent == root / PACKS_DIR
+
+
+def bundled_pack_of(device_id: str) -> Path | None:
+    """The bundled pack of the device ``device_id`` (`bundled_packs`), or None."""
+    for folder in bundled_packs():
+        if pack_device_id(folder) == device_id:
+            return folder
+    return None
