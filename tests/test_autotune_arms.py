@@ -219,8 +219,10 @@ def test_a_scoring_worker_scores_beside_the_measurements(tmp_path):
         run = wall_time.wall_time_search(t, measurer, t.space.default, 8.0, n_candidates=12, worker=worker)
         assert run.predicted and run.search_seconds > 0  # scored in the worker
         assert len(run.measured) >= 2 and run.measured[0][0] == t.space.default  # the start first
-        measured = [t.space.key(c) for c, _, _ in run.measured[1:]]
-        assert set(measured) <= {t.space.key(c) for c, _ in run.predicted}
+        # The model's picks were scored in the worker; after a fallback of the guard (it can fire
+        # where the model misranks this tiny space) the device-only search picks the rest.
+        picks = run.measured[1 : run.fell_back_at] if run.fell_back_at is not None else run.measured[1:]
+        assert {t.space.key(c) for c, _, _ in picks} <= {t.space.key(c) for c, _ in run.predicted}
         # A second search on the same worker pays for its own scoring (the cache was cleared).
         again = wall_time.wall_time_search(
             t, measurer, t.space.default, 4.0, n_candidates=12, seed=1, worker=worker
