@@ -25,7 +25,8 @@ The methods (`METHOD_ORDER`): ``zero-shot`` (the model with the held-out descrip
 ``calibrated-Nmin`` (zero-shot times today's per-kind correction,
 `tpucost.experiments.calibration.fit_correction`, fitted on the N-minute kernels);
 ``fine-tuned-Nmin`` (the model trained further on the N-minute kernels, from its trained
-parameters, `tpucost.experiments.adaptation.fine_tune`); ``roofline`` (`tpucost.method.analytical` with the held-out descriptor's peaks,
+parameters, `tpucost.experiments.adaptation.fine_tune`); ``roofline``
+(`tpucost.method.analytical` with the held-out descriptor's peaks,
 `DeviceRoofline.from_descriptor`, and per-kind coefficients fitted on the training packs, each
 with its own descriptor's roofline); ``roofline-Nmin`` (the same roofline, coefficients fitted on
 the N-minute kernels) and ``constant-Nmin`` (`tpucost.method.baselines.KindMedianModel` of the
@@ -187,10 +188,10 @@ def gated_packs(pack_dirs: Sequence[str | os.PathLike]) -> tuple[list[Path], dic
     Raises:
       ValueError: two folders hold packs of one device (`packs.check_one_pack_per_device`).
     """
-    pack_dirs = list(map(Path, pack_dirs))
-    packs.check_one_pack_per_device([(f, packs.pack_device_id(f)) for f in pack_dirs])
+    folders = [Path(f) for f in pack_dirs]
+    packs.check_one_pack_per_device([(f, packs.pack_device_id(f)) for f in folders])
     passing, failing = [], {}
-    for folder in map(Path, pack_dirs):
+    for folder in folders:
         noise = packs.read_noise(folder)
         if packs.passes_gate(noise):
             passing.append(folder)

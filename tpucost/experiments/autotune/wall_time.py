@@ -56,7 +56,7 @@ from tpucost.method.autotune.search import (
     score_candidates,
     start_first,
 )
-from tpucost.method.autotune.space import Config
+from tpucost.method.autotune.space import Config, Space
 from tpucost.method.costmodel import CostModel
 
 __all__ = ["ORDERS", "scoring_cores", "make_predictor", "ScoringWorker", "wall_time_search"]
@@ -323,7 +323,7 @@ def wall_time_search(
             measure_guarded(run, space, measurer, start_first(space, start, configs), remaining, guard)
     else:
         _measure_beside(
-            run, tunable, measurer, start, t0 + budget_s, n_candidates, order, strategy, worker, guard
+            run, space, measurer, start, t0 + budget_s, n_candidates, order, strategy, worker, guard
         )
     if run.fell_back_at is not None:  # the wall time left, as device seconds of device-only search
         fall_back(run, space, measurer, strategy, run.device_seconds + budget_s - (time.perf_counter() - t0))
@@ -333,7 +333,7 @@ def wall_time_search(
 
 def _measure_beside(
     run: SearchRun,
-    tunable: Tunable,
+    space: Space,
     measurer: Evaluator,
     start: Config,
     deadline: float,
@@ -347,7 +347,6 @@ def _measure_beside(
     each time the best-predicted (or a random) one not yet measured, until the clock
     (``time.perf_counter``) reaches ``deadline``, the worker has nothing left, or ``guard`` fires."""
     rng = np.random.default_rng([run.seed, 2])
-    space = tunable.space
     if guard is not None:
         run.guard = guard.to_dict()
     search_id = worker.begin(start, run.seed, n_candidates, strategy)
