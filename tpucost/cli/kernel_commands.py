@@ -28,7 +28,7 @@ from tpucost.cli.tile_commands import (
     cmd_tile_stats,
     cmd_train_tiles,
 )
-from tpucost.experiments import calibration, command_tables, kernel_experiments
+from tpucost.experiments import calibration, command_tables, kernel_experiments, new_families
 from tpucost.experiments import results as results_tables
 from tpucost.experiments.autotune.tunable import load_tunable
 from tpucost.experiments.data import (
@@ -545,6 +545,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.task == "tile":
         return cmd_evaluate_tiles(args)
     model_dir = args.model or str(kernel.default_model_dir(args.split))
+    if args.new_families:
+        return _evaluate_new_families(args, model_dir)
     try:
         dataset = kernel_dataset(args.data)
         results = kernel_experiments.evaluate_models(model_dir, dataset, args.split, args.methods)
@@ -569,6 +571,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
     return emit(summary, args.json, results_tables.evaluation_summary_table)
+
+
+def _evaluate_new_families(args: argparse.Namespace, model_dir: str) -> int:
+    """``evaluate --new-families DIR``: `new_families.evaluate_new_families`, with DIR's noise floor."""
+    try:
+        result = new_families.evaluate_new_families(
+            model_dir, kernel_dataset(args.data), kernel_dataset(args.new_families), args.methods
+        )
+        noise = packs.read_noise(args.new_families)
+    except (FileNotFoundError, ValueError) as err:
+        return fail(err)
+    result["noise"] = None if noise is None else dataclasses.asdict(noise)
+    return emit(result, args.json, results_tables.new_families_table)
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -664,6 +679,13 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         "--by-opcode",
         action="store_true",
         help="also each method's MAPE per HLO opcode on the unseen test kernels >= 5 us (where it is weak)",
+    )
+    p.add_argument(
+        "--new-families",
+        default=None,
+        metavar="DIR",
+        help="instead of the test split, score the model on every program of DIR: a data set of families "
+        "its training data (--data) never ran, measured on the same device (with DIR's noise floor)",
     )
     p.add_argument(
         "--methods",

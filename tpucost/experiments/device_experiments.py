@@ -16,7 +16,8 @@ passes the noise gate (`tpucost.experiments.data.packs.passes_gate`) in turn, he
    minutes; the kernels those pairs ran are the N-minute kernels;
 3. every method is scored on the *evaluation programs*: the held-out pack's programs that no pair
    of the largest adaptation set measured, on every kernel each ran (as
-   `tpucost.experiments.kernel_experiments.evaluate_split` does), in four columns: all rows;
+   `tpucost.experiments.kernel_experiments.evaluate_split` does), in the four columns of
+   `tpucost.experiments.kernel_experiments.HeldOutRows`: all rows;
    *unseen* (a kernel no training pack and no adaptation set holds, by `kernel_hash`);
    *structure-novel* (an opcode graph no training or adaptation kernel has at any shape,
    `structure_hash`); *by others* (rows of families of `WRITTEN_BY_OTHERS`).
@@ -54,9 +55,9 @@ from tpucost.experiments.configs import lodo
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import kernel_collection, packs
 from tpucost.experiments.data.kernel import KernelDataset
-from tpucost.experiments.programs import WRITTEN_BY_OTHERS
+from tpucost.experiments.kernel_experiments import COLUMNS, HeldOutRows
 from tpucost.files import read_json_object, write_json_atomic
-from tpucost.method import analytical, baselines, checkpoint, metrics, train
+from tpucost.method import analytical, baselines, checkpoint, train
 from tpucost.method.correction import kernel_class
 from tpucost.method.descriptor import DESCRIPTOR_FILE, FEATURE_NAMES, DeviceDescriptor, read_descriptor
 from tpucost.method.features import KernelGraph
@@ -94,8 +95,6 @@ LODO_FILE = "leave_one_device_out.json"
 RESULT_FILE = "result.json"
 #: The checkpoint of the model trained without the held-out device, in ``out_dir/<device_id>/``.
 MODEL_DIR = "gnn"
-#: The scoring columns: every row of the evaluation programs, and three subsets of them.
-COLUMNS: tuple[str, ...] = ("all", "unseen", "structure_novel", "by_others")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -315,54 +314,6 @@ def _trained_model(
 # ---------------------------------------------------------------------------------------------
 
 
-def _number(x: float) -> float | None:
-    return float(x) if np.isfinite(x) else None
-
-
-def _scores(
-    pred: np.ndarray, true: np.ndarray, rows: kernel_data.ProgramRows, keep: np.ndarray
-) -> dict[str, Any]:
-    """Median APE (%) and `tpucost.method.metrics.runtime_metrics`' headline figures on the rows ``keep``."""
-    m = metrics.runtime_metrics(pred[keep], true[keep], rows.program_id[keep])
-    return {
-        "median_ape": _number(metrics.median_ape(pred[keep], true[keep])),
-        "mape_ge5us": _number(m["mape_ge5us"]),
-        "mape_lt5us": _number(m["mape_lt5us"]),
-        "kendall_median": _number(m["kendall_median"]),
-        "n_kernels": m["n_kernels"],
-        "n_programs": m["n_programs"],
-    }
-
-
-class _Evaluation:
-    """The evaluation programs' rows of the held-out pack, their kernels and the columns' masks."""
-
-    def __init__(
-        self, held: DevicePack, programs: Sequence[str], training: KernelDataset, adapted: np.ndarray
-    ):
-        ds = held.dataset
-        self.rows = kernel_data.program_rows(ds, programs)
-        self.kernels, where = np.unique(self.rows.kernel, return_inverse=True)
-        self.where = where.reshape(-1)
-        self.graphs = [ds.graph(int(k)) for k in self.kernels]
-        self.true = ds.runtime_ns[self.rows.kernel]
-        seen = set(training.kernel_hash.tolist()) | set(ds.kernel_hash[adapted].tolist())
-        shapes = {kernel_data.structure_hash(training.graph(i)) for i in range(len(training))}
-        shapes |= {kernel_data.structure_hash(ds.graph(int(i))) for i in adapted}
-        novel = np.array([kernel_data.structure_hash(g) not in shapes for g in self.graphs], bool)
-        self.masks = {
-            "all": np.ones(len(self.rows.kernel), bool),
-            "unseen": ~np.isin(ds.kernel_hash[self.rows.kernel], list(seen)),
-            "structure_novel": novel[self.where],
-            "by_others": np.isin(self.rows.family, WRITTEN_BY_OTHERS),
-        }
-
-    def score(self, predicted_ns: np.ndarray) -> dict[str, dict[str, Any]]:
-        """Each column's scores of per-kernel predictions (ns, one per ``self.kernels``)."""
-        pred = np.asarray(predicted_ns, np.float64).reshape(-1)[self.where]
-        return {c: _scores(pred, self.true, self.rows, keep) for c, keep in self.masks.items()}
-
-
 def _roofline_zero_shot(others: Sequence[DevicePack], held: DevicePack) -> analytical.AnalyticalModel:
     """The held-out descriptor's roofline with per-kind coefficients fitted on the training packs,
     each kernel's estimate from its own device's roofline (a median of log ratios per kind)."""
@@ -385,7 +336,7 @@ def _adapted_methods(
     net: KernelModel,
     held: DevicePack,
     kernels: np.ndarray,
-    evaluation: _Evaluation,
+    evaluation: HeldOutRows,
     zero_shot: np.ndarray,
     config: lodo.LodoConfig,
     progress: bool,
@@ -441,7 +392,7 @@ def _held_out_result(
             f"{held.folder}: its {largest:g}-minute adaptation measured every program: nothing left to score on"
         )
     training = _combine(others)[0]
-    evaluation = _Evaluation(held, programs, training, adapted[largest])
+    evaluation = HeldOutRows(held.dataset, programs, training, adapted[largest])
     features = held.descriptor.features()
     zero_shot = np.exp(
         predict(net.model, net.norm, evaluation.graphs, device=features, device_norm=net.device_norm)

@@ -20,6 +20,11 @@ help, and which hyperparameters to use.
   ``"structure_novel"`` figures only the rows whose kernel's opcode graph no training kernel has
   at any shape (`tpucost.experiments.data.kernel.structure_novel`).
 
+  `HeldOutRows` scores programs a model never trained on in four columns (all rows, unseen,
+  structure-novel, written by others): leave-one-device-out
+  (`tpucost.experiments.device_experiments`) and new families
+  (`tpucost.experiments.new_families`) use it.
+
 * `leave_group_out`: for each group of `tpucost.experiments.programs.FAMILY_GROUPS` present in the data
   set, train every method without that group (`tpucost.experiments.data.kernel.split_leave_out`) and
   score it on the group's programs; ``leave_group_out.json`` holds each group's figures and,
@@ -57,7 +62,7 @@ from tpucost.experiments.configs import table2
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import kernel_collection
 from tpucost.experiments.data.kernel import KernelDataset
-from tpucost.experiments.programs import FAMILY_GROUPS, program_from_id
+from tpucost.experiments.programs import FAMILY_GROUPS, WRITTEN_BY_OTHERS, program_from_id
 from tpucost.files import read_json_object, write_json_atomic
 from tpucost.method import analytical, baselines, checkpoint, features, metrics, train
 from tpucost.method.features import KernelGraph
@@ -76,6 +81,8 @@ __all__ = [
     "train_models",
     "evaluate_split",
     "evaluate_models",
+    "COLUMNS",
+    "HeldOutRows",
     "opcode_errors",
     "program_totals",
     "LEAVE_GROUP_OUT_FILE",
@@ -96,6 +103,8 @@ _DEFAULTS = table2.get_config()
 LEAVE_GROUP_OUT_FILE = "leave_group_out.json"
 #: The summary file of `learning_curve`.
 LEARNING_CURVE_FILE = "learning_curve.json"
+#: The scoring columns of `HeldOutRows`: every row of the scored programs, and three subsets of them.
+COLUMNS: tuple[str, ...] = ("all", "unseen", "structure_novel", "by_others")
 _FIGURES = ("mape_ge5us", "kendall_median", "n_kernels", "n_programs")
 
 
@@ -528,6 +537,87 @@ def evaluate_models(
         m: evaluate_split(dataset, parts, load_method(model_dir, m, dataset.features, where).predict)
         for m in methods
     }
+
+
+def _number(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def _scores(
+    pred: np.ndarray, true: np.ndarray, rows: kernel_data.ProgramRows, keep: np.ndarray
+) -> dict[str, Any]:
+    """Median APE (%) and `tpucost.method.metrics.runtime_metrics`' headline figures on the rows ``keep``."""
+    m = metrics.runtime_metrics(pred[keep], true[keep], rows.program_id[keep])
+    return {
+        "median_ape": _number(metrics.median_ape(pred[keep], true[keep])),
+        "mape_ge5us": _number(m["mape_ge5us"]),
+        "mape_lt5us": _number(m["mape_lt5us"]),
+        "kendall_median": _number(m["kendall_median"]),
+        "n_kernels": m["n_kernels"],
+        "n_programs": m["n_programs"],
+    }
+
+
+class HeldOutRows:
+    """The rows (program, kernel it ran) of programs a model did not train on, and the masks of the
+    scoring columns (`COLUMNS`): every row; *unseen* rows, whose kernel (by ``kernel_hash``) is neither
+    in ``training`` nor among the ``adapted`` kernels; *structure-novel* rows, whose opcode graph
+    (`tpucost.experiments.data.kernel.structure_hash`) none of those has at any shape; rows of families
+    *written by others* (`tpucost.experiments.programs.WRITTEN_BY_OTHERS`).
+
+    Args:
+      ds: the data set the programs were measured in.
+      programs: the program ids to score (every kernel each ran is a row).
+      training: the data set the model trained on; all of it counts as seen (more than the model
+      saw, where it trained on a split's training part).
+      adapted: indices into ``ds`` of kernels the model was adapted on (seen too); None: none.
+    """
+
+    #: rows: the rows (`tpucost.experiments.data.kernel.ProgramRows`); kernels: the distinct
+    #: kernels they ran (indices into the data set) and graphs, their graphs; where: each row's
+    #: index into ``kernels``; true / true_by_kernel: the measured runtimes (ns) per row / kernel;
+    #: masks: each column's rows.
+
+    def __init__(
+        self,
+        ds: KernelDataset,
+        programs: Sequence[str],
+        training: KernelDataset,
+        adapted: np.ndarray | None = None,
+    ):
+        adapted = np.zeros(0, np.int64) if adapted is None else np.asarray(adapted)
+        self.rows = kernel_data.program_rows(ds, programs)
+        self.kernels, where = np.unique(self.rows.kernel, return_inverse=True)
+        self.where = where.reshape(-1)
+        self.graphs = [ds.graph(int(k)) for k in self.kernels]
+        self.true = ds.runtime_ns[self.rows.kernel]
+        self.true_by_kernel = ds.runtime_ns[self.kernels]
+        seen = set(training.kernel_hash.tolist()) | set(ds.kernel_hash[adapted].tolist())
+        shapes = {kernel_data.structure_hash(training.graph(i)) for i in range(len(training))}
+        shapes |= {kernel_data.structure_hash(ds.graph(int(i))) for i in adapted}
+        novel = np.array([kernel_data.structure_hash(g) not in shapes for g in self.graphs], bool)
+        self.masks = {
+            "all": np.ones(len(self.rows.kernel), bool),
+            "unseen": ~np.isin(ds.kernel_hash[self.rows.kernel], list(seen)),
+            "structure_novel": novel[self.where],
+            "by_others": np.isin(self.rows.family, WRITTEN_BY_OTHERS),
+        }
+
+    def per_row(self, predicted_ns: np.ndarray) -> np.ndarray:
+        """Per-kernel predictions (ns, one per ``self.kernels``) spread over the rows."""
+        return np.asarray(predicted_ns, np.float64).reshape(-1)[self.where]
+
+    def score(self, predicted_ns: np.ndarray, rows: bool = False) -> dict[str, dict[str, Any]]:
+        """Each column's scores of per-kernel predictions (ns, one per ``self.kernels``; with
+        ``rows``, one per row)."""
+        pred = np.asarray(predicted_ns, np.float64) if rows else self.per_row(predicted_ns)
+        return {c: _scores(pred, self.true, self.rows, keep) for c, keep in self.masks.items()}
+
+    def score_by_family(self, predicted_ns: np.ndarray, rows: bool = False) -> dict[str, dict[str, Any]]:
+        """The scores of every row of each family, by family name (``rows`` as in `score`)."""
+        pred = np.asarray(predicted_ns, np.float64) if rows else self.per_row(predicted_ns)
+        family = self.rows.family.astype(str)
+        return {str(f): _scores(pred, self.true, self.rows, family == f) for f in np.unique(family)}
 
 
 class ProgramCostModel(Protocol):

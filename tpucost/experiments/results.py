@@ -176,6 +176,94 @@ def novelty_table(results: Mapping[str, Mapping[str, Any]]) -> str:
     )
 
 
+#: The columns of `new_families_table`: (key of `kernel_experiments.COLUMNS`, label).
+NEW_FAMILY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("structure_novel", "structure-novel"),
+    ("unseen", "unseen"),
+    ("by_others", "written by others"),
+    ("all", "all"),
+)
+#: The obvious heuristics a learned kernel model is held to.
+HEURISTICS: tuple[str, ...] = ("analytical", "constant")
+
+
+def _median_mape_tau(scores: Mapping[str, Any]) -> str:
+    """``median APE / MAPE >=5us / tau`` of one column's scores (``-`` where missing)."""
+    values = (scores.get("median_ape"), scores.get("mape_ge5us"), scores.get("kendall_median"))
+    return " / ".join(
+        "-" if v is None or not np.isfinite(v) else (f"{v:.3f}" if i == 2 else f"{v:.1f}")
+        for i, v in enumerate(values)
+    )
+
+
+def _against_heuristics(methods: Mapping[str, Any], column: str, label: str) -> list[str]:
+    """For each learned method, whether its median APE on ``column`` is lower than the best heuristic's."""
+    heuristics = {m: methods[m]["columns"][column]["median_ape"] for m in HEURISTICS if m in methods}
+    heuristics = {m: v for m, v in heuristics.items() if v is not None}
+    if not heuristics:
+        return []
+    best = min(heuristics, key=lambda m: heuristics[m])
+    lines = []
+    for method, result in methods.items():
+        value = result["columns"][column]["median_ape"]
+        if method in HEURISTICS or value is None:
+            continue
+        gap = value - heuristics[best]
+        verdict = f"{-gap:.1f} points lower than" if gap < 0 else f"not lower than (+{gap:.1f} points)"
+        lines.append(
+            f"{method}, {label} rows: median APE {value:.1f}%, {verdict} the best heuristic's "
+            f"({best}, {heuristics[best]:.1f}%)."
+        )
+    return lines
+
+
+def new_families_table(result: Mapping[str, Any]) -> str:
+    """What ``python -m tpucost evaluate --new-families DIR`` prints, from
+    `new_families.evaluate_new_families` (plus ``"noise"``, DIR's `packs.read_noise`): the
+    data, its noise floor, per method median APE / MAPE >=5us / Kendall tau on each column of
+    `NEW_FAMILY_COLUMNS`, each family's median APE, and whether each learned method beats the best
+    heuristic of `HEURISTICS` on each column."""
+    methods = result["methods"]
+    first = next(iter(methods.values()))["columns"]
+    noise = result.get("noise")
+    floor = (
+        "no noise floor recorded"
+        if not noise or noise.get("median_rel_ge5us") is None
+        else f"noise floor (kernels >= 5 us, {noise['measurement']}): median {100 * noise['median_rel_ge5us']:.1f}%, "
+        f"p90 {100 * noise['p90_rel_ge5us']:.1f}% over {noise['n_ge5us']} kernels"
+    )
+    lines = [
+        f"{result['programs']} programs of {len(result['families'])} families the model never trained on, "
+        f"from {result['data']} (device {result['device']}); {floor}",
+        "",
+        *_header(
+            [
+                "method",
+                *(
+                    f"{label} ({first[c]['n_kernels']:,} rows, {first[c]['n_programs']} programs): "
+                    "median APE / MAPE >=5us / tau"
+                    for c, label in NEW_FAMILY_COLUMNS
+                ),
+            ]
+        ),
+        *(
+            _row([m, *(_median_mape_tau(r["columns"][c]) for c, _ in NEW_FAMILY_COLUMNS)])
+            for m, r in methods.items()
+        ),
+        "",
+        *_header(["family", "rows", *(f"{m}: median APE" for m in methods)]),
+    ]
+    by_family = {m: r["by_family"] for m, r in methods.items()}
+    for family in result["families"]:
+        rows = next(iter(by_family.values()))[family]["n_kernels"]
+        cells = [f"{by_family[m][family]['median_ape']:.1f}" for m in methods]
+        lines.append(_row([family, f"{rows:,}", *cells]))
+    lines.append("")
+    for column, label in NEW_FAMILY_COLUMNS:
+        lines += _against_heuristics(methods, column, label)
+    return "\n".join(lines)
+
+
 #: The parts of `evaluation_summary_table`: (key in ``python -m tpucost evaluate --json``'s result per
 #: method, title).
 SUMMARY_PARTS: tuple[tuple[str, str], ...] = (

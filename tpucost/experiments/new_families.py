@@ -1,0 +1,124 @@
+"""A kernel model on families its training data never ran, measured on the same device.
+
+The test split of `tpucost.experiments.kernel_experiments` holds programs of the training
+families (the random split) or three families of this project's own (the hard split). Code
+written by other people is the harder test: a data set of other families, measured on the
+device of the model's labels (a pending collection, `tpucost.experiments.data.packs.PENDING_DIR`),
+scored whole, since none of it was trained on.
+
+`evaluate_new_families` scores every saved method of a model folder on every program of such a
+data set, in the columns of `tpucost.experiments.kernel_experiments.HeldOutRows` (all rows,
+unseen kernels, structure-novel kernels, families written by others) and per family. Beside the
+methods as they are, each network is also scored *calibrated by family*: every family's rows
+corrected by today's per-kind correction (`tpucost.experiments.calibration.fit_correction`)
+fitted on the kernels of the other new families (kernels a family's own programs ran left out),
+which is what `calibrate` does for a learner's machine, here with other people's code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tpucost.experiments.calibration import fit_correction
+from tpucost.experiments.data.kernel import KernelDataset
+from tpucost.experiments.kernel_experiments import HeldOutRows
+from tpucost.method.correction import kernel_class
+from tpucost.method.tasks.kernel import FITTED_FILES, METHODS, load_method
+
+__all__ = ["CALIBRATED_SUFFIX", "evaluate_new_families", "calibrated_by_family"]
+
+#: The name of a network calibrated by family, after the network's name.
+CALIBRATED_SUFFIX = "-calibrated"
+
+
+def _same_device(training: KernelDataset, dataset: KernelDataset) -> str | None:
+    """The device both data sets were measured on; ValueError naming both when they differ."""
+    trained_on, measured_on = ((d.device or {}).get("id") for d in (training, dataset))
+    if trained_on != measured_on:
+        raise ValueError(
+            f"data set {dataset.root} was measured on device {measured_on!r}, the model's training data "
+            f"{training.root} on {trained_on!r}: score a model on another device with leave-one-device-out "
+            "or `tpucost adapt`, not here"
+        )
+    return measured_on
+
+
+def _new_families(training: KernelDataset, dataset: KernelDataset) -> list[str]:
+    """The families of ``dataset``; ValueError naming those ``training`` ran too."""
+    families = sorted(set(dataset.source_family.astype(str).tolist()))
+    shared = sorted(set(families) & set(training.source_family.astype(str).tolist()))
+    if shared:
+        raise ValueError(
+            f"data set {dataset.root} holds families the model's training data {training.root} ran too: "
+            f"{', '.join(shared)}; score those with the split's test programs (`evaluate`)"
+        )
+    return families
+
+
+def calibrated_by_family(rows: HeldOutRows, predicted_ns: np.ndarray) -> np.ndarray:
+    """Per-row predictions (ns): each family's rows times the per-kind correction fitted on the
+    kernels of the other families' rows, less those the family's own rows hold.
+
+    ``predicted_ns`` holds one prediction per kernel of ``rows.kernels``.
+    """
+    pred = np.asarray(predicted_ns, np.float64).reshape(-1)
+    measured = rows.true_by_kernel
+    classes = np.array([kernel_class(g) for g in rows.graphs])
+    family = rows.rows.family.astype(str)
+    out = np.empty(len(rows.where))
+    for f in np.unique(family):
+        own = family == f
+        fit = np.setdiff1d(np.unique(rows.where[~own]), np.unique(rows.where[own]))
+        if not len(fit):
+            raise ValueError(f"family {f} shares every kernel with the others: nothing to calibrate it on")
+        correction = fit_correction(pred[fit], measured[fit], classes[fit])
+        out[own] = correction.apply(pred[rows.where[own]], classes[rows.where[own]])
+    return out
+
+
+def evaluate_new_families(
+    model_dir: str | os.PathLike,
+    training: KernelDataset,
+    dataset: KernelDataset,
+    methods: Sequence[str] = METHODS,
+) -> dict[str, Any]:
+    """Each saved method of ``model_dir`` scored on every program of ``dataset``, whose families the
+    model's training data set ``training`` never ran, measured on the same device; each network
+    also calibrated by family (`calibrated_by_family`, named with `CALIBRATED_SUFFIX`).
+
+    Rows and columns are those of `HeldOutRows` (the whole of ``training`` counts as seen).
+    Returns ``{"device", "data", "training_data", "families", "programs", "methods": {method:
+    {"columns": {column: scores}, "by_family": {family: scores}}}}``.
+
+    Raises:
+      ValueError: the two data sets share a family or were measured on different devices (the
+      message names them); a method is corrupt or of another feature layout.
+      FileNotFoundError: a method was not trained in ``model_dir``.
+    """
+    device_id = _same_device(training, dataset)
+    families = _new_families(training, dataset)
+    programs = np.unique(dataset.source_program_id.astype(str))
+    rows = HeldOutRows(dataset, programs, training)
+    where = f"data set {dataset.root}"
+    results = {}
+    for method in methods:
+        pred = load_method(model_dir, method, dataset.features, where).predict(rows.graphs)
+        results[method] = {"columns": rows.score(pred), "by_family": rows.score_by_family(pred)}
+        if method not in FITTED_FILES:  # a network
+            calibrated = calibrated_by_family(rows, pred)
+            results[method + CALIBRATED_SUFFIX] = {
+                "columns": rows.score(calibrated, rows=True),
+                "by_family": rows.score_by_family(calibrated, rows=True),
+            }
+    return {
+        "device": device_id,
+        "data": str(dataset.root),
+        "training_data": str(training.root),
+        "families": families,
+        "programs": len(programs),
+        "methods": results,
+    }
