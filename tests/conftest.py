@@ -246,6 +246,14 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build) -> Pa
 
 
 @pytest.fixture(scope="session")
+def bundled_kernels():
+    """The bundled kernel data set, loaded once per test process (a few seconds); never modify it."""
+    from tpucost.experiments.data import kernel as kernel_data
+
+    return kernel_data.load_kernel_dataset()
+
+
+@pytest.fixture(scope="session")
 def tiny_kernels(tmp_path_factory):
     """Six small programs (mlp, norm_softmax) measured on this CPU, default configuration only."""
     from tpucost.experiments.data import kernel as kernel_data

@@ -84,8 +84,8 @@ def test_config_refuses_bad_settings():
 
 
 @pytest.fixture(scope="module")
-def bundled() -> kernel_data.KernelDataset:
-    return kernel_data.load_kernel_dataset()
+def bundled(bundled_kernels) -> kernel_data.KernelDataset:
+    return bundled_kernels
 
 
 def _family_kernels(ds: kernel_data.KernelDataset, family: str) -> np.ndarray:

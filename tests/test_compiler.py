@@ -410,10 +410,10 @@ def test_tpu_configurations_are_checked_against_libtpu_and_change_the_kernels(mo
     ]
 
 
-def test_the_estimates_row_needs_labels_from_a_tpu():
+def test_the_estimates_row_needs_labels_from_a_tpu(bundled_kernels):
     from tpucost.experiments.data import kernel as kernel_data
 
-    ds = kernel_data.load_kernel_dataset()
+    ds = bundled_kernels
     with pytest.raises(ValueError, match="measured on cpu.*needs labels measured on a TPU"):
         xla_estimates.evaluate_estimates(ds, kernel_data.split(ds, "random"))
 

@@ -297,8 +297,8 @@ def test_bundled_data_is_package_data_and_tpucost_data_dir_overrides(monkeypatch
     assert len(kernel_data.load_kernel_dataset()) > 0
 
 
-def test_first_test_programs_keeps_their_unseen_kernels_and_the_other_parts():
-    ds = kernel_data.load_kernel_dataset()
+def test_first_test_programs_keeps_their_unseen_kernels_and_the_other_parts(bundled_kernels):
+    ds = bundled_kernels
     split = kernel_data.split(ds, "random")
     small = kernel_data.first_test_programs(ds, split, 5)
     assert list(small.test_ids) == list(split.test_ids[:5])
@@ -307,8 +307,8 @@ def test_first_test_programs_keeps_their_unseen_kernels_and_the_other_parts():
     assert small.train is split.train and small.val is split.val
 
 
-def test_opcode_coverage_counts_each_kernel_once_per_opcode():
-    ds = kernel_data.load_kernel_dataset()
+def test_opcode_coverage_counts_each_kernel_once_per_opcode(bundled_kernels):
+    ds = bundled_kernels
     part = np.arange(0, len(ds), 97)  # a spread of kernels
     expected: dict[str, int] = {}
     for i in part:
@@ -321,7 +321,7 @@ def test_opcode_coverage_counts_each_kernel_once_per_opcode():
 
 
 @pytest.mark.slow
-def test_data_coverage_cli_names_the_opcodes_training_lacks(tmp_path, capsys):
+def test_data_coverage_cli_names_the_opcodes_training_lacks(tmp_path, capsys, bundled_kernels):
     from tpucost import cli
 
     (tmp_path / "sort.hlo").write_text(
@@ -332,7 +332,7 @@ def test_data_coverage_cli_names_the_opcodes_training_lacks(tmp_path, capsys):
     )
     assert cli.main(["data", "coverage", "--against", str(tmp_path), "--min", "1000000", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    training = kernel_data.split(kernel_data.load_kernel_dataset(), "random").train
+    training = kernel_data.split(bundled_kernels, "random").train
     assert result["training_kernels"] == len(training)
     against = result["against"]
     assert against["files"] == 1 and {"sort", "tanh"} <= set(against["opcodes"])

@@ -74,9 +74,9 @@ def test_adaptation_pairs_fit_the_minutes_in_log_order(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def fake_packs(tmp_path_factory):
+def fake_packs(tmp_path_factory, bundled_kernels):
     """Three synthetic device packs (`device_packs.write_fake_packs`) of a few hundred kernels."""
-    source = small_subset(kernel_data.load_kernel_dataset())
+    source = small_subset(bundled_kernels)
     return source, write_fake_packs(source, tmp_path_factory.mktemp("packs"))
 
 

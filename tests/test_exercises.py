@@ -259,11 +259,6 @@ def mlp_program() -> programs.Program:
     return next(p for p in programs.generate_programs(13, 0) if p.family == "mlp")
 
 
-@pytest.fixture(scope="module")
-def bundled_kernels() -> kernel_data.KernelDataset:
-    return kernel_data.load_kernel_dataset()
-
-
 pytestmark_label_mode = pytest.mark.filterwarnings("ignore:measuring XLA.CPU kernels with")
 
 

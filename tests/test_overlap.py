@@ -54,14 +54,14 @@ def test_a_program_overlaps_the_data_it_was_recorded_in_and_not_another():
 
 @pytest.mark.slow
 @pytest.mark.newest_only
-def test_bundled_examples_report_their_overlap_with_the_training_data(capsys):
+def test_bundled_examples_report_their_overlap_with_the_training_data(capsys, bundled_kernels):
     """A corpus program of the training part is wholly in it; the built-in examples' overlap is
     reported (docs/autotuning.md: ``example:transformer`` is in distribution, more than half its kernels
     trained on; the others, less than half). Marked ``newest_only``: the bundled kernels were
     compiled by jaxlib 0.10.2; another jaxlib cuts programs into other kernels."""
     from tpucost.experiments.programs import corpus
 
-    ds = kernel_data.load_kernel_dataset()
+    ds = bundled_kernels
     train = kernel_data.split(ds, "random").train
     program = corpus.program_from_id(str(ds.program_id[train[0]]))
     inside = overlap.kernel_overlap(program.fn, program.args, ds)

@@ -146,13 +146,12 @@ def test_error_by_kind_draws_the_noise_and_program_kernels_draws_every_bar():
 
 
 @pytest.mark.slow  # draws every figure of the bundled data set: 4-7 s
-def test_data_set_figures_draw_the_bundled_data():
+def test_data_set_figures_draw_the_bundled_data(bundled_kernels):
     """Notebook 02's figures on the bundled data: every kernel counted, no empty size bins at
     the low end, the additivity axis not squeezed by one extreme pair."""
     from tpucost.experiments.data import additivity
-    from tpucost.experiments.data import kernel as kernel_data
 
-    ds = kernel_data.load_kernel_dataset()
+    ds = bundled_kernels
     frame = ds.to_frame()
     opcodes = plots.opcode_frequencies(ds)
     assert not opcodes.patches and len(opcodes.get_lines()[0].get_xdata()) > 5  # dots, not log-axis bars
