@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -245,6 +246,38 @@ def test_noise_remeasures_a_sample(tmp_path):
     assert again["rows"] == rows
     rerun = [e for e in collection.read_log(out / kernel_collection.NOISE_RUNS) if e.get("status") == "start"]
     assert rerun[-1]["todo"] == 0 and rerun[-1]["already_done"] == len(pairs)
+
+
+def test_noise_compares_a_kernel_with_itself_in_the_same_pair(tmp_path, monkeypatch):
+    """A kernel runs several times in one program (instances of one hash, whose runtimes differ
+    with their context) and in several programs. Re-measured with its instances in another order
+    (the least of each unchanged), every label is the same again: the floor must be exactly 0.
+    Taking the last instance against the data set's label (the least over every pair) would not be."""
+    out = tmp_path / "noise"
+    kernel_collection.collect(
+        out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False
+    )
+    parts = {p.name: kernel_data.read_shard(p) for p in (out / kernel_collection.PARTS).glob("*.npz")}
+    spread = [
+        np.ptp(part.runtime_ns[part.kernel_hash == h])
+        for part in parts.values()
+        for h in np.unique(part.kernel_hash)
+    ]
+    assert max(spread) > 0  # some kernel's instances differ, or this test proves nothing
+
+    def reordered(program, configuration, repeats):
+        part = parts[kernel_collection._part_name(program.program_id, configuration)]
+        runtime = part.runtime_ns.copy()
+        for h in np.unique(part.kernel_hash):
+            where = np.flatnonzero(part.kernel_hash == h)
+            runtime[where] = runtime[where][::-1]
+        table = dataclasses.replace(part.table, columns={**part.table.columns, "runtime_ns": runtime})
+        return dataclasses.replace(part, table=table), {}
+
+    monkeypatch.setattr(kernel_collection, "measure_program", reordered)
+    result = kernel_collection.noise_floor(out, 50, 0, REPEATS, False, runs_dir=tmp_path / "runs")
+    assert result["comparison"] == kernel_collection.NOISE_COMPARISON and result["matched"] > 0
+    assert [r["rel_diff"] for r in result["rows"]] == [0.0] * result["matched"]
 
 
 def test_additivity_table_and_cli(tmp_path, capsys):

@@ -399,6 +399,19 @@ def test_collect_pack_stages_resume_and_commit(tmp_path, fake_pack):
     assert (out / "pack.json").exists() and _git(repo, "status", "--porcelain") == ""
     assert _git(repo, "show", "--stat", "HEAD").count(f"packs/{out.name}/") >= 1
 
+    # An end floor that compared labels the old way (no "comparison") is measured again on a resume,
+    # its old log lines (no "comparison" either) not reused.
+    noise["end"].pop("comparison")
+    (out / "noise.json").write_text(json.dumps(noise))
+    runs = out / "noise_runs" / f"end-{pairs}" / collection.LOG
+    old = [{k: v for k, v in e.items() if k != "comparison"} for e in collection.read_log(runs.parent)]
+    runs.write_text("".join(json.dumps(e) + "\n" for e in old))
+    fake_pack["measured"].clear()
+    pack_collection.collect_pack(out, 6, resume=True, commit_every_s=0.0, **PACK_KW)
+    redone = json.loads((out / "noise.json").read_text())["end"]
+    assert redone["comparison"] == kernel_collection.NOISE_COMPARISON and redone["pairs"] == pairs
+    assert fake_pack["measured"] and _git(repo, "status", "--porcelain") == ""
+
 
 def test_a_pack_takes_every_family_in_turn():
     ids = program_ids(62, pack_collection.PACK_SEED, pack_collection.PACK_FAMILIES)

@@ -63,6 +63,8 @@ __all__ = [
     "merge",
     "measured_runs",
     "dispatch_ns_per_kernel",
+    "NOISE_RUNS",
+    "NOISE_COMPARISON",
     "measure_noise",
     "noise_floor",
     "collection_progress",
@@ -451,6 +453,11 @@ def collection_progress(folders: Sequence[str | os.PathLike]) -> dict[str, Any]:
 
 #: Where `measure_noise` logs its re-measured pairs, inside the data folder (a rerun resumes).
 NOISE_RUNS = "noise_runs"
+#: How a noise floor compares labels: per (program, configuration), the least over a kernel's
+#: instances in the pair, stored (its part) against re-measured. Floors without this field took the
+#: last instance re-measured against the data set's label (the least over every pair and instance),
+#: which counts a kernel's context (its instances' 10x spread in one program) as noise.
+NOISE_COMPARISON = "pair minimum"
 
 
 def measure_noise(
@@ -467,8 +474,9 @@ def measure_noise(
 
     Picks ``sample`` kernels at random, regenerates the (program, configuration) each was first
     measured in, measures it again and matches kernels by `kernel_hash`. The relative difference
-    ``|new - stored| / stored`` of the same kernel is the label noise: no model can predict labels
-    closer than that. Returns (and writes to ``noise.json`` beside the data) its median and 90th
+    ``|new - stored| / stored`` of the same kernel in the same pair (each the least over the
+    kernel's instances in the program, `NOISE_COMPARISON`; stored: the pair's part in ``parts/``,
+    else the data set's label) is the label noise: no model can predict labels closer than that. Returns (and writes to ``noise.json`` beside the data) its median and 90th
     percentile, plus the per-kernel rows (`noise_floor`). Must run on the device that measured the
     data, in a fresh process (``python -m tpucost data noise``), on an otherwise idle machine. Each
     re-measured pair is one line of ``noise_runs/log.jsonl`` (`collection.run`): a killed run
@@ -517,15 +525,17 @@ def noise_floor(
     for i in picked:
         wanted.setdefault((str(ds.program_id[i]), str(ds.configuration[i])), []).append(int(i))
     fresh = _remeasured_pairs(Path(runs_dir), sorted(wanted), repeats, progress, (max_load, max_steal))
-    rows = [
-        _noise_row(ds, i, fresh[pair][str(ds.kernel_hash[i])])
-        for pair, indices in sorted(wanted.items())
-        for i in indices
-        if str(ds.kernel_hash[i]) in fresh.get(pair, {})
-    ]
+    rows = []
+    for pair, indices in sorted(wanted.items()):
+        stored = _pair_labels(root, *pair)
+        for i in indices:
+            h = str(ds.kernel_hash[i])
+            if h in fresh.get(pair, {}):
+                rows.append(_noise_row(ds, i, stored.get(h, float(ds.runtime_ns[i])), fresh[pair][h]))
     rel = np.array([r["rel_diff"] for r in rows])
     big = np.array([r["rel_diff"] for r in rows if r["stored_ns"] >= 5_000])
     return {
+        "comparison": NOISE_COMPARISON,
         "sampled": int(len(picked)),
         "matched": len(rows),
         "repeats": repeats,
@@ -552,20 +562,20 @@ def _remeasured_pairs(
     ``gate``: the run's ``(max_load, max_steal)``."""
 
     def key_of(e: Mapping[str, Any]) -> str:
-        return f"{e['program_id']}|{e['configuration']}|{e['repeats']}"
+        return f"{e['program_id']}|{e['configuration']}|{e['repeats']}|{e.get('comparison')}"
 
     def measure(item: collection.Item) -> dict[str, Any]:
         records, _ = measure_program(
             program_from_id(item.fields["program_id"]), item.fields["configuration"], repeats
         )
-        return {
-            "status": "ok",
-            "runtime_ns": dict(zip(records.kernel_hash.tolist(), records.runtime_ns.tolist(), strict=True)),
-        }
+        return {"status": "ok", "runtime_ns": _min_by_hash(records)}
 
     items = [
         collection.Item(key_of(f), f, None)
-        for f in ({"program_id": pid, "configuration": config, "repeats": repeats} for pid, config in pairs)
+        for f in (
+            {"program_id": pid, "configuration": config, "repeats": repeats, "comparison": NOISE_COMPARISON}
+            for pid, config in pairs
+        )
     ]
     start = {"task": "noise", "repeats": repeats}
     collection.run(
@@ -583,13 +593,32 @@ def _remeasured_pairs(
     return {
         (e["program_id"], e["configuration"]): e["runtime_ns"]
         for e in collection.read_log(folder)
-        if e.get("status") == "ok" and e.get("repeats") == repeats and "runtime_ns" in e
+        if e.get("status") == "ok"
+        and e.get("repeats") == repeats
+        and e.get("comparison") == NOISE_COMPARISON
+        and "runtime_ns" in e
     }
 
 
-def _noise_row(ds: KernelDataset, i: int, new: float) -> dict[str, Any]:
-    """One re-measured kernel: its stored and new label and their relative difference."""
-    old = float(ds.runtime_ns[i])
+def _min_by_hash(records: KernelDataset) -> dict[str, float]:
+    """``{kernel_hash: runtime_ns}`` of one measured pair: a kernel that runs several times in the
+    program (instances of one hash) gets the least of its instances, as a label does."""
+    best: dict[str, float] = {}
+    for h, t in zip(records.kernel_hash.tolist(), records.runtime_ns.tolist(), strict=True):
+        best[h] = min(t, best.get(h, t))
+    return best
+
+
+def _pair_labels(root: Path, program_id: str, configuration: str) -> dict[str, float]:
+    """The pair's own labels when it was measured (`_min_by_hash` of its part in ``parts/``), {}
+    when the folder keeps no parts (the data set's label, the least over every pair, stands in)."""
+    path = root / PARTS / _part_name(program_id, configuration)
+    return _min_by_hash(read_shard(path)) if path.is_file() else {}
+
+
+def _noise_row(ds: KernelDataset, i: int, old: float, new: float) -> dict[str, Any]:
+    """One re-measured kernel: its stored label in the pair (``old``), the new one and their
+    relative difference."""
     return {
         "kernel": str(ds.name[i]),
         "program_id": str(ds.program_id[i]),

@@ -242,8 +242,11 @@ class _PackRun:
         if (not self.runs or self.runs[-1]["stopped"]) and (left is None or left > 0):
             self.corpus(left)
         pairs = self.pairs()
-        if pairs and _read_noise(self.out).get("end", {}).get("pairs") != pairs:
-            self.noise(f"end-{pairs}")
+        end = _read_noise(self.out).get("end", {})
+        if pairs and (
+            end.get("pairs") != pairs or end.get("comparison") != kernel_collection.NOISE_COMPARISON
+        ):
+            self.noise(f"end-{pairs}")  # new pairs, or a floor that compared labels the old way
 
 
 def collect_pack(
