@@ -463,10 +463,11 @@ def test_a_device_with_a_bundled_pack_gets_no_second_one(tmp_path, monkeypatch):
         pack_collection.collect_pack(tmp_path / "elsewhere", commit=False, families=("mlp",))
 
 
-def test_missing_families_are_those_the_devices_pack_never_ran():
+def test_missing_families_are_those_the_devices_pack_never_ran(bundled_kernels):
     first = packs.bundled_packs()[0]
+    assert first == kernel_data.default_data_dir()  # the data set of the bundled_kernels fixture
     owner = packs.pack_device_id(first)
-    measured = set(kernel_data.load_kernel_dataset(first).source_family.astype(str).tolist())
+    measured = set(bundled_kernels.source_family.astype(str).tolist())
     missing = pack_collection.missing_families(owner)
     assert missing and not set(missing) & measured
     assert set(missing) | measured == set(pack_collection.PACK_FAMILIES)
