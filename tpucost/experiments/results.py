@@ -188,12 +188,9 @@ HEURISTICS: tuple[str, ...] = ("analytical", "constant")
 
 
 def _median_mape_tau(scores: Mapping[str, Any]) -> str:
-    """``median APE / MAPE >=5us / tau`` of one column's scores (``-`` where missing)."""
-    values = (scores.get("median_ape"), scores.get("mape_ge5us"), scores.get("kendall_median"))
-    return " / ".join(
-        "-" if v is None or not np.isfinite(v) else (f"{v:.3f}" if i == 2 else f"{v:.1f}")
-        for i, v in enumerate(values)
-    )
+    """``median APE / MAPE >=5us / tau`` of one column's scores (`_figures`; ``-`` where missing)."""
+    keys = ("median_ape", "mape_ge5us", "kendall_median")
+    return _figures(pd.Series([scores.get(k) for k in keys], dtype=float))
 
 
 def _against_heuristics(methods: Mapping[str, Any], column: str, label: str) -> list[str]:
