@@ -65,7 +65,7 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
         "device_kind": "cpu",
         "jax_version": "0",
     }
-    programs = {"p0": ("mlp", [s, a]), "p1": ("unet", [s, b]), "p2": ("gru", [s, c, e])}
+    programs = {"p0": ("mlp", [s, a]), "p1": ("unet", [s, b]), "p2": ("jraph_gnn", [s, c, e])}
     ds = kernel_data.dedup(
         kernel_data.concat(
             [
@@ -97,7 +97,13 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
     assert r["per_family"]["unet"]["mape_lt5us"] == pytest.approx(55.0)
     assert (r["unseen"]["n_kernels"], r["unseen"]["n_programs"]) == (3, 2)  # b, c, e
     assert r["unseen"]["mape_lt5us"] == pytest.approx((10.0 + 25.0) / 2)
-    assert r["n_programs_by_family"] == {"gru": 1, "unet": 1}
+    assert r["n_programs_by_family"] == {"jraph_gnn": 1, "unet": 1}
+    # median APE over rows: all 10, 10, 40, 100, 100; unseen 10, 10, 40
+    assert (r["median_ape"], r["unseen"]["median_ape"]) == pytest.approx((40.0, 10.0))
+    # written by others (jraph_gnn, WRITTEN_BY_OTHERS): p2's rows only, s among them
+    others = r["by_others"]
+    assert (others["n_kernels"], others["n_programs"]) == (3, 1)
+    assert (others["mape_lt5us"], others["median_ape"]) == pytest.approx((50.0, 40.0))
 
 
 def test_opcode_errors_average_the_kernels_holding_each_opcode(tiny):
@@ -296,7 +302,7 @@ def test_cli_predict_and_evaluate(tiny, trained, tmp_path, capsys):
     )
     table = json.loads(capsys.readouterr().out)
     assert set(table) == set(METHODS)
-    headline = {"mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs"}
+    headline = {"median_ape", "mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs"}
     saved = json.loads((out / "evaluation.json").read_text())["results"]
     parts = {"structure_novel", "unseen", "all_test_program_kernels"}
     for method, row in table.items():

@@ -129,6 +129,20 @@ def test_table2_frame_shape_and_order():
     assert heads == ["structure-novel (10 rows, 4 programs)", "unseen (3 rows, 4 programs)",
                      "all test-program kernels (10 rows, 4 programs)"]  # fmt: skip
     assert by_novelty.loc["gnn", (heads[0], "MAPE <5us")] == pytest.approx(5.0)
+    # rows written by others: a part of its own, before all rows, only where there are any
+    empty = dict(r, n_kernels=0)
+    unchanged = table2_by_novelty(
+        {"gnn": dict(r, structure_novel=r, unseen={**r, "n_kernels": 3}, by_others=empty)}
+    )
+    assert list(dict.fromkeys(unchanged.columns.get_level_values(0))) == heads
+    others = {**r, "n_kernels": 2, "mape_lt5us": 7.0}
+    with_others = table2_by_novelty({"gnn": dict(r, structure_novel=r, unseen=r, by_others=others)})
+    heads = list(dict.fromkeys(with_others.columns.get_level_values(0)))
+    assert heads[2:] == [
+        "written by others (2 rows, 4 programs)",
+        "all test-program kernels (10 rows, 4 programs)",
+    ]
+    assert with_others.loc["gnn", (heads[2], "MAPE <5us")] == pytest.approx(7.0)
 
 
 def test_error_by_kind():

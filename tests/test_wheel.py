@@ -305,10 +305,10 @@ def _check_the_tables_against_the_bundled_records(cli) -> None:
     recorded = json.loads((BUNDLED / "checkpoints" / "kernel-random" / "evaluation.json").read_text())
     assert set(kernel_table) == set(recorded["results"]) == {"gnn", "lstm", "analytical", "constant"}
     for method, table in kernel_table.items():
-        row = table["all_test_program_kernels"]
-        assert row == pytest.approx(
-            {k: recorded["results"][method][k] for k in row}, rel=1e-4, nan_ok=True
-        ), method
+        record = recorded["results"][method]  # recorded before median_ape was: the keys it has
+        row = {k: v for k, v in table["all_test_program_kernels"].items() if k in record}
+        assert {"mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs"} <= set(row)
+        assert row == pytest.approx({k: record[k] for k in row}, rel=1e-4, nan_ok=True), method
 
     tile_table = json.loads(cli("evaluate", "--task", "tile", "--json").stdout)
     recorded = json.loads((BUNDLED / "checkpoints" / "tile_evaluation.json").read_text())["random"]

@@ -524,20 +524,24 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _headline(result: dict) -> dict:
-    keys = ("mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs")
+    keys = ("median_ape", "mape_ge5us", "mape_lt5us", "kendall_median", "n_kernels", "n_programs")
     return {k: result.get(k) for k in keys}
 
 
 def _summary(result: dict) -> dict:
     """The headline: the structure-novel test rows (no training kernel has their opcode graph) and the
-    unseen ones (no training program ran the kernel), each with its counts; then
+    unseen ones (no training program ran the kernel), each with its counts; ``"by_others"`` (rows of
+    programs written by others) where the test programs have any; then
     ``"all_test_program_kernels"`` (training kernels included) and ``"n_programs_by_family"``."""
-    return {
+    summary = {
         "structure_novel": _headline(result.get("structure_novel", {})),
         "unseen": _headline(result.get("unseen", {})),
-        "all_test_program_kernels": _headline(result),
-        "n_programs_by_family": result.get("n_programs_by_family", {}),
     }
+    if result.get("by_others", {}).get("n_kernels"):
+        summary["by_others"] = _headline(result["by_others"])
+    summary["all_test_program_kernels"] = _headline(result)
+    summary["n_programs_by_family"] = result.get("n_programs_by_family", {})
+    return summary
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

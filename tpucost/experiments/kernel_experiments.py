@@ -475,8 +475,10 @@ def evaluate_split(
     kernel's runtime. Returns the `tpucost.method.metrics.runtime_metrics` dict of all rows, plus
     ``"unseen"`` (the same on the rows whose kernel is in ``split.test``), ``"structure_novel"``
     (on the rows whose kernel's opcode graph no kernel of ``split.train`` has,
-    `tpucost.experiments.data.kernel.structure_novel`) and ``"n_programs_by_family"`` ({family: number of
-    test programs}).
+    `tpucost.experiments.data.kernel.structure_novel`), ``"by_others"`` (on the rows of test
+    programs of families written by others, `tpucost.experiments.programs.WRITTEN_BY_OTHERS`; no
+    rows where the data set has none) and ``"n_programs_by_family"`` ({family: number of test
+    programs}). Each of the four sets of rows also has its ``"median_ape"`` (percent, over rows).
     """
     rows = kernel_data.program_rows(ds, split.test_ids)
     kernels, where = np.unique(rows.kernel, return_inverse=True)
@@ -484,11 +486,18 @@ def evaluate_split(
     pred = np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where]
     true = ds.runtime_ns[rows.kernel]
     result = metrics.runtime_metrics(pred, true, rows.program_id, rows.family)
+    result["median_ape"] = metrics.median_ape(pred, true)
     novel = kernel_data.structure_novel(ds, kernels, split.train)[where]
-    for name, keep in (("unseen", np.isin(rows.kernel, split.test)), ("structure_novel", novel)):
+    parts = (
+        ("unseen", np.isin(rows.kernel, split.test)),
+        ("structure_novel", novel),
+        ("by_others", np.isin(rows.family, WRITTEN_BY_OTHERS)),
+    )
+    for name, keep in parts:
         result[name] = metrics.runtime_metrics(
             pred[keep], true[keep], rows.program_id[keep], rows.family[keep]
         )
+        result[name]["median_ape"] = metrics.median_ape(pred[keep], true[keep])
     _, first = np.unique(rows.program_id, return_index=True)
     families, counts = np.unique(rows.family[first], return_counts=True)
     result["n_programs_by_family"] = {str(f): int(c) for f, c in zip(families, counts, strict=True)}

@@ -39,6 +39,8 @@ __all__ = [
     "novelty_table",
     "evaluation_summary_table",
     "NOVELTY_PARTS",
+    "BY_OTHERS_PART",
+    "novelty_parts",
     "whole_program_table",
     "tile_results_table",
     "autotune_results_table",
@@ -90,8 +92,23 @@ NOVELTY_PARTS: tuple[tuple[str | None, str], ...] = (
 )
 
 
+#: The rows of test programs of families written by others: a part of Table 2 by novelty where the
+#: data set has such programs (`novelty_parts`).
+BY_OTHERS_PART: tuple[str, str] = ("by_others", "written by others")
+
+
 def _part(result: Mapping[str, Any], key: str | None) -> Mapping[str, Any]:
     return result if key is None else result[key]
+
+
+def novelty_parts(result: Mapping[str, Any]) -> tuple[tuple[str | None, str], ...]:
+    """The parts of Table 2 by novelty that one method's `kernel_experiments.evaluate_split` result
+    has rows in: `NOVELTY_PARTS`, with `BY_OTHERS_PART` before all rows when some test programs
+    are of families written by others."""
+    key = BY_OTHERS_PART[0]
+    if not result.get(key, {}).get("n_kernels"):
+        return NOVELTY_PARTS
+    return (*NOVELTY_PARTS[:-1], BY_OTHERS_PART, NOVELTY_PARTS[-1])
 
 
 #: Columns of `table2_frame`, after the paper's Table 2.
@@ -125,10 +142,10 @@ def table2_frame(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 def table2_by_novelty(results: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Table 2 by novelty, from `kernel_experiments.evaluate_split` results by method: per method
     (rows, in the given order), MAPE >=5us, MAPE <5us (percent) and Kendall tau (`table2_frame`)
-    on each set of rows of `NOVELTY_PARTS`. Columns: (``"LABEL (N rows, P programs)"``, metric),
-    N and P those of the first method."""
+    on each set of rows of `novelty_parts` (of the first method). Columns: (``"LABEL (N rows, P
+    programs)"``, metric), N and P those of the first method."""
     frames = {}
-    for key, label in NOVELTY_PARTS:
+    for key, label in novelty_parts(next(iter(results.values()))):
         part = table2_frame({m: _part(r, key) for m, r in results.items()})
         head = f"{label} ({part['kernels'].iloc[0]:,} rows, {part['programs'].iloc[0]} programs)"
         frames[head] = part[list(TABLE2_COLUMNS[:3])]
@@ -168,8 +185,8 @@ def novelty_table(results: Mapping[str, Mapping[str, Any]]) -> str:
     """Table 2 by novelty in Markdown (`table2_by_novelty`), from `kernel_experiments.evaluate_split`
     results by method (an ``evaluation.json``'s ``"results"``): per method, the structure-novel test
     rows (no training kernel has their opcode graph at any shape), the unseen ones (no training
-    program ran that kernel: mostly training structures at other shapes) and every row of the test
-    programs."""
+    program ran that kernel: mostly training structures at other shapes), the rows of programs
+    written by others where there are any (`novelty_parts`) and every row of the test programs."""
     heads = _heads(table2_by_novelty(results))
     return "\n".join(
         [*_header(["method", *(f"{h}: MAPE >=5us / <5us / tau" for h in heads)]), *_novelty_rows(results, [])]
