@@ -32,7 +32,7 @@ import numpy as np
 
 from tpucost.experiments.data import collection, kernel_collection, packs, precompile
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.experiments.programs import FAMILIES
+from tpucost.experiments.programs import FAMILIES, parse_program_id
 from tpucost.experiments.programs.diffrax_models import DIFFRAX_FAMILIES, import_diffrax
 from tpucost.experiments.programs.keras_apps import KERAS_FAMILIES, import_keras
 from tpucost.files import read_json_object, write_json_atomic
@@ -356,11 +356,12 @@ def collect_pack(
 
 def missing_families(device_id: str) -> tuple[str, ...]:
     """The families of `PACK_FAMILIES` that the bundled pack of ``device_id`` never ran (all of
-    them when the device has no bundled pack): what a pending collection for it measures."""
+    them when the device has no bundled pack): what a pending collection for it measures. Read
+    from the pack's log (the pairs measured without error), not its data set."""
     folder = packs.bundled_pack_of(device_id)
     if folder is None:
         return PACK_FAMILIES
-    measured = set(kernel_data.load_kernel_dataset(folder).source_family.astype(str).tolist())
+    measured = {parse_program_id(e["program_id"])[0] for e in kernel_collection.measured_runs(folder)}
     return tuple(f for f in PACK_FAMILIES if f not in measured)
 
 
