@@ -64,6 +64,7 @@ def _measure(pairs, program_from_id, kernel_collection) -> dict[tuple[str, str],
 
 
 def _least(per_pair: dict[tuple[str, str], dict[str, float]], hashes: set[str]) -> dict[str, float]:
+    """{kernel hash of ``hashes``: its least label over the pairs' labels}."""
     best: dict[str, float] = {}
     for labels in per_pair.values():
         for h, t in labels.items():
@@ -113,11 +114,7 @@ def main() -> None:
         f"{pinning}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} before"
     )
     print(f"{len(shared)} kernels in both folders; pending pairs {pairs_b}; bundled pairs {pairs_a}")
-    stored_b = {}
-    for pid, config in pairs_b:
-        for h, t in kernel_collection._pair_labels(PENDING, pid, config).items():
-            if h in wanted:
-                stored_b[h] = min(t, stored_b.get(h, t))
+    stored_b = _least({p: kernel_collection._pair_labels(PENDING, *p) for p in pairs_b}, wanted)
     now_b = _least(_measure(pairs_b, program_from_id, kernel_collection), wanted)
     now_a = _least(_measure(pairs_a, program_from_id, kernel_collection), wanted)
     both = sorted(set(now_a) & set(now_b) & set(stored_b))

@@ -537,7 +537,7 @@ def _summary(result: dict) -> dict:
         "structure_novel": _headline(result.get("structure_novel", {})),
         "unseen": _headline(result.get("unseen", {})),
     }
-    if result.get("by_others", {}).get("n_kernels"):
+    if results_tables.BY_OTHERS_PART in results_tables.novelty_parts(result):
         summary["by_others"] = _headline(result["by_others"])
     summary["all_test_program_kernels"] = _headline(result)
     summary["n_programs_by_family"] = result.get("n_programs_by_family", {})
