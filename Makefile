@@ -17,6 +17,11 @@ COLAB_VENV  := .venv-colab
 COLAB_PY    := $(COLAB_VENV)/bin/python
 COLAB_STAMP := $(COLAB_VENV)/.tpucost-installed
 
+# Python caches compiled modules (and pytest its rewritten tests) in __pycache__/, even where the
+# environment sets PYTHONDONTWRITEBYTECODE: without the cache every test process compiles the package
+# and the tests again (about 4 s each).
+unexport PYTHONDONTWRITEBYTECODE
+
 # Test processes run side by side (pytest-xdist); the tests marked `quiet` then run alone.
 JOBS ?= 2
 # The files that hold tests marked `quiet` (collecting only these saves ~10 s per timing phase;
