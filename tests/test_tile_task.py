@@ -13,7 +13,7 @@ import pytest
 
 from tpucost.experiments import results, tile_experiments, tiles
 from tpucost.experiments.data import tile as tile_data
-from tpucost.method import checkpoint, device, metrics, models, train
+from tpucost.method import checkpoint, device, measure, metrics, models, train
 from tpucost.method.models import ModelConfig
 from tpucost.method.tasks import tile as tile_task
 
@@ -249,6 +249,8 @@ NEW_MATMULS = [(128, 384, 256), (256, 384, 384), (128, 640, 384)]
 #: The most that measurement noise may add to the 5% target of the suggestion test: a run noisier
 #: than that fails instead of loosening the test (the bundled tile data's top-5 noise floor is 3.7%).
 SUGGESTION_NOISE_CAP = 0.10
+#: Alternating pairs that time the model's best pick against the fastest configuration again.
+HEAD_TO_HEAD_ROUNDS = 7
 
 
 @pytest.mark.quiet
@@ -260,6 +262,8 @@ def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
     slowdown of picking by one measurement and checking with a second; the bundled one was measured
     on another host). Each configuration is compiled once and timed in two passes (as
     `tiles.measure_configs` times it, under the bundled data's lowering); its runtime is the faster.
+    Where the fastest is not among the five, that and the fastest of the five are timed again, side
+    by side (`head_to_head_slowdown`), and the new timings are the ones held to the allowance.
 
     The five are the bundled rank model's: its five lowest scores among the legal configurations,
     computed here from the model. A heuristic or another scorer in its place fails that check, and a
@@ -271,8 +275,6 @@ def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
     Marked ``newest_only``: the bundled tile models learned kernels built by jaxlib 0.10.2; under
     Colab's jaxlib 0.7.2 the interpreted kernels differ, and one clean-clone run there measured the
     best of the top 5 16% slower than the best (two others passed), so nothing is promised there."""
-    from tpucost.method import measure
-
     ds = tile_data.load_tile_dataset()
     bundled_noise = tile_data.noise_floor(ds)["top5"]
     model, _ = tile_task.load_model()
@@ -300,14 +302,27 @@ def test_bundled_suggestions_are_within_5_percent_of_the_best_measured():
         noise_here = metrics.top_k_slowdown(first, second, 5)
         runtime = np.minimum(first, second)
         picked = [configs.index(s["config"]) for s in suggested]
-        slowdown = runtime[picked].min() / runtime.min() - 1
+        ours, fastest = picked[int(np.argmin(runtime[picked]))], int(np.argmin(runtime))
+        slowdown = 0.0
+        if fastest not in picked:  # time the two again, side by side: a fresh estimate of the gap
+            slowdown = head_to_head_slowdown(compiled[ours], compiled[fastest])
         allowance = 0.05 + min(SUGGESTION_NOISE_CAP, max(bundled_noise, noise_here))
-        assert slowdown <= allowance, (
-            shape,
-            configs[picked[int(np.argmin(runtime[picked]))]],
-            slowdown,
-            noise_here,
-        )
+        assert slowdown <= allowance, (shape, configs[ours], configs[fastest], slowdown, noise_here)
+
+
+def head_to_head_slowdown(ours: tuple, fastest: tuple, rounds: int = HEAD_TO_HEAD_ROUNDS) -> float:
+    """How much slower ``ours`` is than ``fastest`` (each a compiled function and its arguments),
+    timed again in ``rounds`` alternating pairs: the median of the pairs' ratios, minus 1.
+
+    The two were chosen by the same passes that measured them: the fastest of twenty is the one whose
+    timings happened to come out lowest, so the gap those passes show is biased towards ours looking
+    slow (one clean-clone run measured 10.1% where a rerun measured 0). New timings, taken after the
+    choice, are not biased by it; alternating the pair puts both under the same load."""
+    ratios = [
+        measure.best_wall_time_ns(*ours, 5, 1, 2.0) / measure.best_wall_time_ns(*fastest, 5, 1, 2.0)
+        for _ in range(rounds)
+    ]
+    return float(np.median(ratios) - 1)
 
 
 @pytest.mark.slow
