@@ -167,6 +167,9 @@ def test_wheel_carries_bundled_data_and_checkpoints(wheel):
         assert needed in names, f"{needed} is not in {wheel.name}"
     pending = [n for n in names if n.startswith("tpucost/bundled/pending/")]
     assert not pending, f"measurements pending a pack's rebuild ship in {wheel.name}: {pending[:3]}"
+    # `make` lets Python write __pycache__/ beside the package's modules: none of it ships.
+    cached = [n for n in names if "__pycache__/" in n or n.endswith(".pyc")]
+    assert not cached, f"compiled bytecode ships in {wheel.name}: {cached[:3]}"
 
 
 def test_make_test_checks_a_book_of_the_notebooks_its_wheel_test_executed():
