@@ -53,7 +53,11 @@ def test_training_writes_every_method_and_evaluates_on_test(tiny, trained):
         assert sum(result["n_programs_by_family"].values()) == len(split.test_ids)
 
 
-def test_evaluate_split_scores_every_kernel_each_test_program_ran():
+def _three_test_programs(runtime_ns: dict[str, float] | None = None):
+    """A data set of kernels s, a, b, c, e (1000 ns each, or ``runtime_ns``) run by three programs,
+    p0 (mlp: s, a; training), p1 (unet: s, b) and p2 (jraph_gnn: s, c, e), its split, and a model
+    whose prediction is the runtime times 1 + APE / 100 of `APE`."""
+    runtime_ns = {"s": 1000.0, "a": 1000.0, "b": 1000.0, "c": 1000.0, "e": 1000.0, **(runtime_ns or {})}
     rng = np.random.default_rng(0)
     s, a, b, c, e = (
         rand_graph(rng, n)._replace(name=name) for n, name in zip((3, 4, 5, 6, 7), "sabce", strict=True)
@@ -70,7 +74,10 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
         kernel_data.concat(
             [
                 kernel_data.from_graphs(
-                    gs, [1000.0] * len(gs), [1] * len(gs), {**meta, "program_id": p, "family": f}
+                    gs,
+                    [runtime_ns[g.name] for g in gs],
+                    [1] * len(gs),
+                    {**meta, "program_id": p, "family": f},
                 )
                 for p, (f, gs) in programs.items()
             ]
@@ -86,11 +93,19 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
         np.array([], np.int64),
         np.array([kernel["b"], kernel["c"], kernel["e"]]),
     )
-    ape = {"s": 100.0, "a": 0.0, "b": 10.0, "c": 10.0, "e": 40.0}  # predicted = true * (1 + APE / 100)
 
     def predict(graphs):
-        return np.array([1000.0 * (1 + ape[g.name] / 100) for g in graphs])
+        return np.array([runtime_ns[g.name] * (1 + APE[g.name] / 100) for g in graphs])
 
+    return ds, split, predict
+
+
+#: The APE (%) of `_three_test_programs`' model on each kernel.
+APE = {"s": 100.0, "a": 0.0, "b": 10.0, "c": 10.0, "e": 40.0}
+
+
+def test_evaluate_split_scores_every_kernel_each_test_program_ran():
+    ds, split, predict = _three_test_programs()
     r = kernel_experiments.evaluate_split(ds, split, predict)
     assert (r["n_kernels"], r["n_programs"]) == (5, 2)  # s counts under p1 and p2, a not at all
     assert r["mape_lt5us"] == pytest.approx((55.0 + 50.0) / 2)  # p1: (100 + 10) / 2; p2: (100 + 10 + 40) / 3
@@ -104,6 +119,24 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
     others = r["by_others"]
     assert (others["n_kernels"], others["n_programs"]) == (3, 1)
     assert (others["mape_lt5us"], others["median_ape"]) == pytest.approx((50.0, 40.0))
+
+
+def test_family_errors_score_each_test_family_and_say_which_way_it_errs():
+    ds, split, predict = _three_test_programs({"e": 8000.0})  # e, the one kernel >= 5 us
+    rows = kernel_experiments.family_errors(ds, split, predict)
+    assert [r["family"] for r in rows] == ["unet", "jraph_gnn"]  # worst median APE first
+    unet, gnn = rows
+    # unet's rows s and b: APE 100 and 10; jraph_gnn's s, c, e: 100, 10, 40
+    assert (unet["rows"], unet["median_ape"], gnn["rows"], gnn["median_ape"]) == pytest.approx(
+        (2, 55.0, 3, 40.0)
+    )
+    assert (unet["ratio_lt5us"], unet["ratio_ge5us"]) == (pytest.approx(1.55), None)
+    assert (gnn["ratio_lt5us"], gnn["ratio_ge5us"]) == pytest.approx((1.55, 1.4))
+    scores = kernel_experiments.evaluate_split(ds, split, predict)
+    summary = {part: scores[part] for part in ("structure_novel", "unseen")}
+    summary.update(all_test_program_kernels=scores, by_family=rows)
+    table = results.evaluation_summary_table({"gnn": summary})
+    assert "unet 2 55.0% 1.55 -; jraph_gnn 3 40.0% 1.55 1.40" in table
 
 
 def test_opcode_errors_average_the_kernels_holding_each_opcode(tiny):

@@ -565,13 +565,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 summary[method]["program_totals"] = kernel_experiments.program_totals(
                     model, dataset.root, parts.test_ids, limit=args.totals, progress=not args.json
                 )
-        if args.by_opcode:
+        if args.by_opcode or args.by_family:
             parts = kernel_data.split(dataset, args.split)
             for method in summary:
                 predict = kernel.load_method(model_dir, method, dataset.features).predict
-                summary[method]["unseen_by_opcode"] = kernel_experiments.opcode_errors(
-                    dataset, parts, predict
-                )
+                if args.by_opcode:
+                    summary[method]["unseen_by_opcode"] = kernel_experiments.opcode_errors(
+                        dataset, parts, predict
+                    )
+                if args.by_family:
+                    summary[method]["by_family"] = kernel_experiments.family_errors(dataset, parts, predict)
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
     return emit(summary, args.json, results_tables.evaluation_summary_table)
@@ -683,6 +686,12 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         "--by-opcode",
         action="store_true",
         help="also each method's MAPE per HLO opcode on the unseen test kernels >= 5 us (where it is weak)",
+    )
+    p.add_argument(
+        "--by-family",
+        action="store_true",
+        help="also each method's median APE per test family, and its median predicted / measured "
+        "below and from 5 us (above 1: too slow)",
     )
     p.add_argument(
         "--new-families",

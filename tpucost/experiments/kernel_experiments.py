@@ -535,6 +535,36 @@ def opcode_errors(
     return sorted(rows, key=lambda r: -r["mape"])
 
 
+def family_errors(
+    ds: KernelDataset,
+    split: Split,
+    predict: Callable[[list[KernelGraph]], np.ndarray],
+    min_ns: float = 5_000.0,
+) -> list[dict[str, Any]]:
+    """Where the model is weak, by test family: over the rows of ``split``'s test programs (each
+    kernel a program ran), per family its rows, their median APE (%), and the median of predicted /
+    measured on the rows below ``min_ns`` and on those from it up (above 1: it predicts too slow),
+    worst median APE first."""
+    rows = kernel_data.program_rows(ds, split.test_ids)
+    kernels, where = np.unique(rows.kernel, return_inverse=True)
+    ratio = np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where.reshape(-1)]
+    ratio = ratio / ds.runtime_ns[rows.kernel]
+    large = ds.runtime_ns[rows.kernel] >= min_ns
+    out = []
+    for family in np.unique(rows.family.astype(str)):
+        mine = rows.family == family
+        out.append(
+            {
+                "family": family,
+                "rows": int(mine.sum()),
+                "median_ape": metrics.median_ratio_ape(ratio[mine]),
+                "ratio_lt5us": _number(np.median(ratio[mine & ~large])) if np.any(mine & ~large) else None,
+                "ratio_ge5us": _number(np.median(ratio[mine & large])) if np.any(mine & large) else None,
+            }
+        )
+    return sorted(out, key=lambda r: -r["median_ape"])
+
+
 def evaluate_models(
     model_dir: str | Path, dataset: KernelDataset, split: str, methods: Sequence[str] = _DEFAULTS.methods
 ) -> dict[str, dict[str, Any]]:

@@ -297,7 +297,8 @@ SUMMARY_PARTS: tuple[tuple[str, str], ...] = (
 def evaluation_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     """What ``python -m tpucost evaluate`` prints: Table 2 (`table2_frame`) on each of
     `SUMMARY_PARTS`, the test programs per family, then per method its errors by opcode
-    (``"unseen_by_opcode"``, `kernel_experiments.opcode_errors`) and its program totals
+    (``"unseen_by_opcode"``, `kernel_experiments.opcode_errors`), by family (``"by_family"``,
+    `kernel_experiments.family_errors`) and its program totals
     (``"program_totals"``, `kernel_experiments.program_totals`) where the summary has them."""
     lines = []
     for part, title in SUMMARY_PARTS:
@@ -316,6 +317,12 @@ def evaluation_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
                     for o in r["unseen_by_opcode"]
                 )
             )
+        if r.get("by_family"):
+            lines.append(
+                f"\n{method}: test rows by family, worst median APE first "
+                "(family rows median-APE predicted/measured <5us >=5us):"
+            )
+            lines.append("  " + "; ".join(_family_line(f) for f in r["by_family"]))
         t = r.get("program_totals")
         if t and t.get("pairs"):
             lines.append(
@@ -324,6 +331,12 @@ def evaluation_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
                 f"{100 * t['within_10pct']:.0f}% within 10% (kernels alone: median {t['median_ratio_kernels_only']:.2f})"
             )
     return "\n".join(lines)
+
+
+def _family_line(row: Mapping[str, Any]) -> str:
+    """One family of `kernel_experiments.family_errors`: rows, median APE, predicted / measured."""
+    ratios = " ".join("-" if r is None else f"{r:.2f}" for r in (row["ratio_lt5us"], row["ratio_ge5us"]))
+    return f"{row['family']} {row['rows']} {row['median_ape']:.1f}% {ratios}"
 
 
 def _split_tables(report: dict[str, Any]) -> str:
