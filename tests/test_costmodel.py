@@ -242,6 +242,14 @@ def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch,
     assert not (tmp_path / "killed" / f"gnn{kernel_experiments.TRAINING_SUFFIX}").exists()
 
 
+@pytest.mark.slow
+def test_train_cli_takes_the_epochs_and_patience_it_is_given(tiny, tmp_path):
+    args = ["train", "--data", str(tiny.root), "--out", str(tmp_path), "--methods", "gnn", "--smoke"]
+    assert cli.main([*args, "--epochs", "2", "--patience", "1", "--no-progress"]) == 0
+    saved = json.loads((tmp_path / "gnn" / "config.json").read_text())["train"]
+    assert (saved["epochs"], saved["patience"]) == (2, 1)
+
+
 def test_predict_program_covers_every_kernel(trained):
     out, _ = trained
 

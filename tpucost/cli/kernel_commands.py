@@ -491,6 +491,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     config = train.TrainConfig.smoke() if args.smoke else train.TrainConfig()
     if args.epochs is not None:
         config = dataclasses.replace(config, epochs=args.epochs)
+    if args.patience is not None:
+        config = dataclasses.replace(config, patience=args.patience)
     if args.hidden is not None:
         config = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=args.hidden))
     out = args.out or str(kernel.default_model_dir(args.split))
@@ -648,6 +650,12 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         "--out", default=None, help="output folder (default: the bundled checkpoints/kernel-<split>)"
     )
     p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default 80, early stopping)")
+    p.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="kernel task: stop after this many epochs without a better validation loss (default 10)",
+    )
     p.add_argument("--hidden", type=int, default=None, help="node embedding / LSTM state width (default 64)")
     p.add_argument(
         "--methods",
