@@ -466,6 +466,18 @@ def train_models(
     return report
 
 
+def _predicted_test_rows(
+    ds: KernelDataset, split: Split, predict: Callable[[list[KernelGraph]], np.ndarray]
+) -> tuple[kernel_data.ProgramRows, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of ``split``'s test programs (`tpucost.experiments.data.kernel.program_rows`), the
+    distinct kernels they ran, each row's index into those, and each row's prediction (ns): every
+    distinct kernel is predicted once."""
+    rows = kernel_data.program_rows(ds, split.test_ids)
+    kernels, where = np.unique(rows.kernel, return_inverse=True)
+    where = where.reshape(-1)
+    return rows, kernels, where, np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where]
+
+
 def evaluate_split(
     ds: KernelDataset, split: Split, predict: Callable[[list[KernelGraph]], np.ndarray]
 ) -> dict[str, Any]:
@@ -480,10 +492,7 @@ def evaluate_split(
     rows where the data set has none) and ``"n_programs_by_family"`` ({family: number of test
     programs}). Each of the four sets of rows also has its ``"median_ape"`` (percent, over rows).
     """
-    rows = kernel_data.program_rows(ds, split.test_ids)
-    kernels, where = np.unique(rows.kernel, return_inverse=True)
-    where = where.reshape(-1)
-    pred = np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where]
+    rows, kernels, where, pred = _predicted_test_rows(ds, split, predict)
     true = ds.runtime_ns[rows.kernel]
     result = metrics.runtime_metrics(pred, true, rows.program_id, rows.family)
     result["median_ape"] = metrics.median_ape(pred, true)
@@ -545,10 +554,8 @@ def family_errors(
     kernel a program ran), per family its rows, their median APE (%), and the median of predicted /
     measured on the rows below ``min_ns`` and on those from it up (above 1: it predicts too slow),
     worst median APE first."""
-    rows = kernel_data.program_rows(ds, split.test_ids)
-    kernels, where = np.unique(rows.kernel, return_inverse=True)
-    ratio = np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where.reshape(-1)]
-    ratio = ratio / ds.runtime_ns[rows.kernel]
+    rows, _, _, pred = _predicted_test_rows(ds, split, predict)
+    ratio = pred / ds.runtime_ns[rows.kernel]
     large = ds.runtime_ns[rows.kernel] >= min_ns
     out = []
     for family in np.unique(rows.family.astype(str)):
