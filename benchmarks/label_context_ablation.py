@@ -8,8 +8,9 @@ program. This script writes the merged data set without those kernels where the 
 (``--drop all``), so that training the hard split on it (the commands in
 ``docs/results/first_pack_retrain.txt``) tells how much of the regression they cause.
 
-Usage: ``python benchmarks/label_context_ablation.py MERGED OUT [--drop small|large|all]``, where MERGED is
-``python -m tpucost data merge --out MERGED tpucost/bundled/kernels_cpu tpucost/bundled/pending/be3048b01916``.
+Usage: ``python benchmarks/label_context_ablation.py [MERGED OUT] [--drop small|large|all]``, where MERGED is
+``python -m tpucost data merge --out MERGED tpucost/bundled/kernels_cpu tpucost/bundled/pending/be3048b01916``;
+without them (``make bench``) it merges the two folders into a temporary folder and writes OUT beside it.
 Reads and writes data sets only; measures nothing.
 """
 
@@ -17,35 +18,53 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from tpucost.experiments.data import kernel as kernel_data
+from tpucost.experiments.data import kernel_collection
 
 FIRST = Path(__file__).resolve().parents[1] / "tpucost" / "bundled" / "kernels_cpu"
+#: The same device's measurements of the families the bundled data set lacks.
+PENDING = FIRST.parent / "pending" / "be3048b01916"
 #: Labels below this many nanoseconds are the ones the program around them moves most.
 SMALL_NS = 5_000.0
 
 
+def merged_first_pack(path: str | None) -> tuple[Path, kernel_data.KernelDataset]:
+    """The merged first pack in ``path``, or (None) the two folders merged now into a temporary folder."""
+    if path is None:
+        out = Path(tempfile.mkdtemp(prefix="merged_first_pack_")) / "merged"
+        print(f"merging {FIRST} and {PENDING} into {out}")
+        return out, kernel_collection.merge([FIRST, PENDING], out)
+    return Path(path), kernel_data.load_kernel_dataset(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("merged", help="the merged first pack (python -m tpucost data merge)")
-    parser.add_argument("out", help="where to write the data set without the small pending-only kernels")
+    parser.add_argument(
+        "merged", nargs="?", help="the merged first pack (default: merge the two folders now)"
+    )
+    parser.add_argument("out", nargs="?", help="where to write the data set (default: beside the merge)")
     parser.add_argument("--drop", choices=("small", "large", "all"), default="small")
     args = parser.parse_args()
-    merged = kernel_data.load_kernel_dataset(args.merged)
+    if (args.merged is None) != (args.out is None):
+        parser.error("give both MERGED and OUT, or neither")
+    merged_dir, merged = merged_first_pack(args.merged)
+    out = Path(args.out) if args.out is not None else merged_dir.parent / f"without_{args.drop}"
     first = kernel_data.load_kernel_dataset(FIRST)
     pending_only = ~np.isin(merged.kernel_hash, first.kernel_hash)
     small = merged.runtime_ns < SMALL_NS
     drop = pending_only & {"small": small, "large": ~small, "all": True}[args.drop]
     kept = merged.subset(np.flatnonzero(~drop))
-    kernel_data.save_dataset(kept, args.out)
-    shutil.copy(Path(args.merged) / "log.jsonl", Path(args.out) / "log.jsonl")  # what evaluate reads
+    kernel_data.save_dataset(kept, out)
+    shutil.copy(merged_dir / "log.jsonl", out / "log.jsonl")  # what evaluate reads
     print(
         f"{len(merged)} kernels merged: {len(merged) - pending_only.sum()} in the bundled data set, "
         f"{pending_only.sum()} only in the pending folder, {drop.sum()} of those left out ({args.drop}); "
-        f"{len(kept)} kernels written to {args.out}"
+        f"{len(kept)} kernels written to {out}"
     )
 
 

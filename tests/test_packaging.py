@@ -378,6 +378,32 @@ def test_make_bench_runs_every_benchmark():
     assert sorted((ROOT / "benchmarks").glob("*.py")), "benchmarks/ has no scripts"
 
 
+def required_positionals(source: str) -> list[str]:
+    """The positional arguments an argparse script requires: ``add_argument("name", ...)`` calls
+    without ``nargs="?"`` or ``nargs="*"``."""
+    import ast
+
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument"):
+            continue
+        first = node.args[0] if node.args else None
+        if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            continue
+        nargs = {k.arg: k.value for k in node.keywords}.get("nargs")
+        optional = isinstance(nargs, ast.Constant) and nargs.value in ("?", "*")
+        if not first.value.startswith("-") and not optional:
+            names.append(first.value)
+    return names
+
+
+def test_no_benchmark_requires_an_argument():
+    """`make bench` runs every script without arguments, so none may require one."""
+    assert required_positionals('p.add_argument("merged")\np.add_argument("out", nargs="?")') == ["merged"]
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        assert required_positionals(script.read_text()) == [], f"{script.name} requires arguments"
+
+
 def test_code_is_ruff_formatted():
     """`ruff format` was applied once; CI keeps it so (what `ruff format --check` says)."""
     import subprocess
