@@ -243,11 +243,11 @@ def test_a_killed_training_resumes_where_it_stopped(tiny, tmp_path, monkeypatch,
 
 
 @pytest.mark.slow
-def test_train_cli_takes_the_epochs_and_patience_it_is_given(tiny, tmp_path):
+def test_train_cli_takes_the_epochs_patience_and_seed_it_is_given(tiny, tmp_path):
     args = ["train", "--data", str(tiny.root), "--out", str(tmp_path), "--methods", "gnn", "--smoke"]
-    assert cli.main([*args, "--epochs", "2", "--patience", "1", "--no-progress"]) == 0
+    assert cli.main([*args, "--epochs", "2", "--patience", "1", "--seed", "3", "--no-progress"]) == 0
     saved = json.loads((tmp_path / "gnn" / "config.json").read_text())["train"]
-    assert (saved["epochs"], saved["patience"]) == (2, 1)
+    assert (saved["epochs"], saved["patience"], saved["seed"]) == (2, 1, 3)
 
 
 def test_predict_program_covers_every_kernel(trained):

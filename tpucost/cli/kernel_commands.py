@@ -493,6 +493,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, epochs=args.epochs)
     if args.patience is not None:
         config = dataclasses.replace(config, patience=args.patience)
+    if args.seed is not None:
+        config = dataclasses.replace(config, seed=args.seed)
     if args.hidden is not None:
         config = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=args.hidden))
     out = args.out or str(kernel.default_model_dir(args.split))
@@ -655,6 +657,12 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="kernel task: stop after this many epochs without a better validation loss (default 10)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="kernel task: seed of initialisation, data order and dropout (default 0, the bundled models')",
     )
     p.add_argument("--hidden", type=int, default=None, help="node embedding / LSTM state width (default 64)")
     p.add_argument(
