@@ -25,16 +25,16 @@ import argparse
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from label_context_ablation import FIRST, merged_first_pack  # the script's folder is on sys.path
 
+from tpucost.experiments import kernel_experiments, results
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.method import metrics, train
+from tpucost.method import train
 from tpucost.method.tasks.kernel import KernelTask, predict
-
-SMALL_NS = 5_000.0
 
 
 def program_sizes(ds: kernel_data.KernelDataset) -> np.ndarray:
@@ -63,35 +63,33 @@ def context_rows(
     return np.stack(columns, axis=1), names
 
 
-def scores(ds, split, rows_ctx, model, norm, device_norm) -> dict:
-    """Median APE and MAPE >= 5 us over the test rows and the structure-novel rows; per family."""
-    rows = kernel_data.program_rows(ds, split.test_ids)
-    kernels, where = np.unique(rows.kernel, return_inverse=True)
-    graphs = [ds.graph(int(i)) for i in kernels]
-    log_pred = predict(model, norm, graphs, device=rows_ctx[kernels], device_norm=device_norm)
-    pred = np.exp(log_pred)[where.reshape(-1)]
-    true = ds.runtime_ns[rows.kernel]
-    novel = kernel_data.structure_novel(ds, kernels, split.train)[where.reshape(-1)]
-    large = true >= SMALL_NS
-    ape = np.abs(pred / true - 1) * 100
-    out = {}
-    for name, keep in (("all", np.ones_like(novel)), ("structure_novel", novel)):
-        out[name] = {
-            "rows": int(keep.sum()),
-            "median_ape": float(np.median(ape[keep])),
-            "mape_ge5us": float(metrics.mape(pred[keep & large], true[keep & large])),
-        }
-    ratio = pred / true
-    out["families"] = {
-        str(f): [
-            int((rows.family == f).sum()),
-            round(float(np.median(ape[rows.family == f])), 1),
-            round(float(np.median(ratio[(rows.family == f) & ~large])), 2),
-            round(float(np.median(ratio[(rows.family == f) & large])), 2),
-        ]
-        for f in np.unique(rows.family.astype(str))
+def predictor(ds: kernel_data.KernelDataset, trained: train.TrainResult, task: KernelTask) -> Callable:
+    """graphs -> predicted ns, for graphs of ``ds``'s kernels: each is predicted with its own row of
+    ``task.device`` (found by its kernel hash), the signature `kernel_experiments.evaluate_split` takes."""
+    index = {h: i for i, h in enumerate(ds.kernel_hash)}
+    backend, device_kind = (str(ds.table.columns[c][0]) for c in ("backend", "device_kind"))  # one device
+
+    def predict_ns(graphs: list) -> np.ndarray:
+        rows = [index[kernel_data.kernel_hash(g, backend, device_kind)] for g in graphs]
+        log_ns = predict(
+            trained.model, task.norm, graphs, device=task.device[rows], device_norm=task.device_norm
+        )
+        return np.exp(log_ns)
+
+    return predict_ns
+
+
+def scores(ds: kernel_data.KernelDataset, split: kernel_data.Split, predict_ns: Callable) -> dict:
+    """What `evaluate` prints for these rows: median APE and MAPE >= 5 us (median over programs) on
+    all test rows and on the structure-novel rows, and `evaluate --by-family`'s rows."""
+    result = kernel_experiments.evaluate_split(ds, split, predict_ns)
+    return {
+        **{
+            part: {k: r[k] for k in ("n_kernels", "median_ape", "mape_ge5us")}
+            for part, r in (("all", result), ("structure_novel", result["structure_novel"]))
+        },
+        "families": kernel_experiments.family_errors(ds, split, predict_ns),
     }
-    return out
 
 
 def main() -> None:
@@ -124,7 +122,7 @@ def main() -> None:
         task, config, split.train, split.val, workdir=out / "training", progress=False
     )
     seconds = time.perf_counter() - start
-    figures = scores(ds, split, rows_ctx, result.model, task.norm, task.device_norm)
+    figures = scores(ds, split, predictor(ds, result, task))
     figures.update(
         inputs=names,
         seed=args.seed,
@@ -139,15 +137,9 @@ def main() -> None:
     for part in ("all", "structure_novel"):
         f = figures[part]
         print(
-            f"  {part} ({f['rows']:,} rows): median APE {f['median_ape']:.1f}, MAPE >=5us {f['mape_ge5us']:.1f}"
+            f"  {part} ({f['n_kernels']:,} rows): median APE {f['median_ape']:.1f}, MAPE >=5us {f['mape_ge5us']:.1f}"
         )
-    print(
-        "  "
-        + "; ".join(
-            f"{fam} {r} {ape}% {lo} {hi}"
-            for fam, (r, ape, lo, hi) in sorted(figures["families"].items(), key=lambda kv: -kv[1][1])
-        )
-    )
+    print("  " + "; ".join(results.family_line(f) for f in figures["families"]))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ __all__ = [
     "table2_by_novelty",
     "novelty_table",
     "evaluation_summary_table",
+    "family_line",
     "NOVELTY_PARTS",
     "BY_OTHERS_PART",
     "novelty_parts",
@@ -322,7 +323,7 @@ def evaluation_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
                 f"\n{method}: test rows by family, worst median APE first "
                 "(family rows median-APE predicted/measured <5us >=5us):"
             )
-            lines.append("  " + "; ".join(_family_line(f) for f in r["by_family"]))
+            lines.append("  " + "; ".join(family_line(f) for f in r["by_family"]))
         t = r.get("program_totals")
         if t and t.get("pairs"):
             lines.append(
@@ -333,7 +334,7 @@ def evaluation_summary_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _family_line(row: Mapping[str, Any]) -> str:
+def family_line(row: Mapping[str, Any]) -> str:
     """One family of `kernel_experiments.family_errors`: rows, median APE, predicted / measured."""
     ratios = " ".join("-" if r is None else f"{r:.2f}" for r in (row["ratio_lt5us"], row["ratio_ge5us"]))
     return f"{row['family']} {row['rows']} {row['median_ape']:.1f}% {ratios}"
