@@ -185,8 +185,10 @@ ENTRY %main (p: f32[128,128]) -> f32[128,128] {
 
 def test_tpu_async_copies_and_custom_calls_as_kernels():
     ks = {k.name: k for k in kernels.decompose(hlo.parse_module(ASYNC_COPY))}
-    assert set(ks) == {"cs", "sm", "r"}  # AllocateBuffer reserves memory; copy-done only waits
-    assert ks["cs"].is_async_copy and not ks["sm"].is_async_copy
+    # AllocateBuffer reserves memory; the copy is one kernel, timed under its copy-done's name
+    assert set(ks) == {"cd", "sm", "r"}
+    assert ks["cd"].is_async_copy and not ks["sm"].is_async_copy and not ks["cd"].host_copy
+    assert ks["cd"].instruction.name == "cs"  # its graph is the copy-start's
     assert ks["sm"].custom_call_target == "online-softmax" and ks["r"].custom_call_target is None
     row = features.featurize(ks["sm"]).node_features[-1]
     cols = {n: i for i, n in enumerate(features.NODE_FEATURE_NAMES)}

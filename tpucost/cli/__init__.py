@@ -21,6 +21,7 @@ from tpucost.cli.device_commands import add_device_commands
 from tpucost.cli.experiment_commands import add_experiment_commands
 from tpucost.cli.kernel_commands import add_data_commands, add_model_commands, cmd_hlo
 from tpucost.cli.tile_commands import add_tile_commands
+from tpucost.cli.trace_command import add_trace_command
 
 __all__ = ["main", "build_parser"]
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_hlo)
     add_compile_command(sub)
+    add_trace_command(sub)
     add_data_commands(sub)
     add_model_commands(sub)
     add_tile_commands(sub)

@@ -31,6 +31,8 @@ field                        meaning
                              memory, which the first process holds; run on an H200)
 ``tested``                   whether tpucost has run on it (CPU), or is written against
                              documented behaviour (GPU, TPU)
+``trace_program_ids``        whether a trace's program ids are XLA's module ids (CPU), or an
+                             executable's fingerprint that a module is not matched by (TPU)
 ===========================  ==================================================================
 
 `backend()` gives the record of JAX's default backend (or of a name: ``"cuda"`` and ``"rocm"``
@@ -84,6 +86,10 @@ class Backend:
     scoring_compile_options: tuple[tuple[str, object], ...]
     child_process_env: tuple[tuple[str, str], ...]
     tested: bool
+    #: Whether the trace's program ids are XLA's ``HloModuleProto.id`` (XLA:CPU, checked), so that a
+    #: measurement can match its module by id; a TPU trace's are the executable's fingerprint
+    #: (checked on a TPU v6e profile, `tpucost.method.profiles`) and a module is matched by name.
+    trace_program_ids: bool = True
 
 
 #: XLA:CPU's option-only configurations (`tpucost.experiments.programs.CONFIGURATIONS`).
@@ -143,6 +149,7 @@ BACKENDS: dict[str, Backend] = {
         scoring_compile_options=(),
         child_process_env=(),
         tested=False,
+        trace_program_ids=False,
     ),
 }
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
@@ -280,5 +287,7 @@ def target(name: str | Target | None = None) -> Target:
 
 
 def tpu_target(device_kind: str) -> Target | None:
-    """The TPU `Target` whose chip JAX calls ``device_kind`` (``"TPU v5 lite"`` -> tpu-v5e), or None."""
-    return next((t for t in TARGETS.values() if t.is_tpu and t.device_kind == device_kind), None)
+    """The TPU `Target` whose chip JAX calls ``device_kind`` (``"TPU v5 lite"`` -> tpu-v5e; a
+    profile's ``"TPU v6 Lite"`` -> tpu-v6e: case aside), or None."""
+    kind = device_kind.lower()
+    return next((t for t in TARGETS.values() if t.is_tpu and (t.device_kind or "").lower() == kind), None)

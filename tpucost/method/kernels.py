@@ -28,10 +28,15 @@ rules cut them into kernels:
 
 * every ``fusion`` of the entry computation and of the loop bodies it runs is a kernel (dots and
   convolutions run on the matrix units inside ``kOutput`` fusions, as ``convolution`` ops);
-* an asynchronous copy is one kernel, named after its ``copy-start`` (`Kernel.is_async_copy`): a
-  DMA between memory spaces (HBM and ``S(1)``, the on-chip VMEM) that runs *while* other kernels
-  compute; its ``copy-done`` only waits for it and is not a kernel. Its time is not on the
-  program's critical path unless nothing hides it, so sums of kernel times leave it out;
+* an asynchronous copy (a ``copy-start`` / ``copy-done`` pair: a DMA by a copy engine between
+  memory spaces) is one kernel (`Kernel.is_async_copy`): its graph is the ``copy-start`` and its
+  operand, its name the ``copy-done``'s. On a TPU the copy runs while other kernels compute, and
+  the ``copy-done`` is where the TensorCore waits for what computation did not hide: that wait is
+  what the profiler times under the ``copy-done``'s name (the ``copy-start`` event lasts a few ns),
+  and it is the copy's label. So a copy's label is the time it adds to a run, and a run's kernel
+  labels add up to the run (checked on a real TPU v6e profile, `tpucost.method.profiles`). Copies
+  between HBM and the on-chip VMEM (``S(1)``) are mostly hidden (waits of ns); copies to or from
+  the host's memory (``S(5)``, `Kernel.host_copy`) wait for PCIe and can dominate a program;
 * a ``custom-call`` is a kernel when it computes: ``online-softmax``, a Pallas kernel compiled by
   Mosaic (``tpu_custom_call``), ... (`Kernel.custom_call_target` names it); ``AllocateBuffer``
   only reserves a buffer in VMEM and is not one;
@@ -104,8 +109,19 @@ class Kernel:
 
     @property
     def is_async_copy(self) -> bool:
-        """Whether the kernel is an asynchronous copy (a ``copy-start``: a DMA that overlaps compute)."""
+        """Whether the kernel is an asynchronous copy (a ``copy-start`` / ``copy-done`` pair: a DMA
+        that overlaps compute, labelled by its ``copy-done``'s wait)."""
         return self.opcode == "copy-start"
+
+    @property
+    def host_copy(self) -> bool:
+        """Whether the kernel is an asynchronous copy to or from the host's memory (memory space 5,
+        ``S(5)``, on either side of the ``copy-start``'s (destination, source, context) tuple)."""
+        if not self.is_async_copy:
+            return False
+        return any(
+            s.layout is not None and s.layout.memory_space == 5 for s in self.instruction.shape.leaves()
+        )
 
     @property
     def custom_call_target(self) -> str | None:
@@ -150,6 +166,7 @@ def _walk(module: Module, comp: Computation, calls_per_run: int, seen: set[str])
         return
     seen.add(comp.name)
     by_name = {i.name: i for i in comp.instructions}
+    done_of = {i.operands[0]: i.name for i in comp.instructions if i.opcode == "copy-done" and i.operands}
     for inst in comp.instructions:
         if inst.opcode in CONTROL_FLOW:
             trips = _trip_count(inst) if inst.opcode == "while" else 1
@@ -159,6 +176,8 @@ def _walk(module: Module, comp: Computation, calls_per_run: int, seen: set[str])
         elif inst.opcode not in NOT_KERNELS and not _reserves_memory(inst):
             kernel = kernel_of_instruction(module, comp, inst, by_name)
             kernel.calls_per_run = calls_per_run
+            if kernel.is_async_copy:  # timed under its copy-done's name (the wait)
+                kernel.name = done_of.get(inst.name, inst.name)
             yield kernel
 
 

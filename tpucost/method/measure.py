@@ -83,7 +83,7 @@ from typing import Any
 
 import jax
 
-from tpucost.method import backends, device
+from tpucost.method import backends, device, wire
 from tpucost.method.hlo import Computation, Module, parse_module
 from tpucost.method.kernels import CONTROL_FLOW, NOT_KERNELS, decompose
 from tpucost.method.trace_events import Event, Run, Trace, kernel_events
@@ -264,46 +264,15 @@ def _container_bodies(module: Module) -> dict[str, frozenset[str]]:
 def _program_ids(compiled: Any) -> frozenset[int] | None:
     """The profiler's ``program_id`` of a compiled executable, or None if unknown.
 
-    XLA reports ``HloModule::unique_id()``, field 5 (``id``) of ``HloModuleProto``; read with a
-    minimal protobuf decoder (checked on jax 0.10 CPU: the ids match the trace's ``program_id``)."""
+    XLA:CPU reports ``HloModule::unique_id()``, field 5 (``id``) of ``HloModuleProto``; read with
+    `tpucost.method.wire` (checked on jax 0.10 CPU: the ids match the trace's ``program_id``)."""
     try:
         modules = compiled.runtime_executable().hlo_modules()
-        ids = {_proto_int_field(m.as_serialized_hlo_module_proto(), 5) for m in modules}
+        ids = {next(iter(wire.field_values(m.as_serialized_hlo_module_proto(), 5)), None) for m in modules}
     except Exception:  # private surface: fall back to module-name matching
         return None
     ids.discard(None)
     return frozenset(ids) or None
-
-
-def _proto_int_field(data: bytes, field: int) -> int | None:
-    """The first varint value of top-level ``field`` in a serialized protobuf."""
-
-    def varint(i: int) -> tuple[int, int]:
-        value = shift = 0
-        while True:
-            byte = data[i]
-            i += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return value, i
-
-    i = 0
-    while i < len(data):
-        key, i = varint(i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = varint(i)
-            if number == field:
-                return value
-        elif wire == 2:
-            length, i = varint(i)
-            i += length
-        elif wire in (1, 5):
-            i += 8 if wire == 1 else 4
-        else:
-            return None
-    return None
 
 
 # ------------------------------------------------------------------------ labels
@@ -639,7 +608,7 @@ def measure_kernels(
     module = parse_module(hlo_text)  # parsed once; the helpers below share it
     module_name, backend = module.name, backends.backend()
     async_completion = backend.async_kernels
-    program_ids = _program_ids(compiled)
+    program_ids = _program_ids(compiled) if backend.trace_program_ids else None
     for _ in range(warmup):
         _block(compiled(*args))
     wall = wall_time_ns(compiled, *args, repeats=max(repeats, _MIN_WALL_RUNS))

@@ -33,6 +33,10 @@ __all__ = [
     "Event",
     "Trace",
     "hlo_op_name",
+    "device_planes",
+    "tpu_module",
+    "XLA_MODULES_LINE",
+    "XLA_OPS_LINE",
     "cpu_events",
     "gpu_events",
     "tpu_events",
@@ -65,6 +69,7 @@ class Trace:
     events: list[Event]
     run_end_ns: dict[Run, float]  # from the run's completion event, where known
     modules_seen: set[str]
+    run_ns: dict[Run, float] = dataclasses.field(default_factory=dict)  # a run's module event (TPU)
 
 
 def _stats(event: Any) -> dict[str, Any]:
@@ -107,7 +112,7 @@ def cpu_events(profile: Any, planes: str, module_name: str, program_ids: frozens
     return Trace(events, run_end, seen)
 
 
-def _device_planes(profile: Any, prefix: str) -> Iterable[Any]:
+def device_planes(profile: Any, prefix: str) -> Iterable[Any]:
     """The planes named ``prefix`` + a device ordinal (``/device:TPU:0``, ``/device:GPU:1``), nothing after it.
 
     xprof selects TPU TensorCore planes by the anchored pattern ``/device:TPU:<digits>`` (tsl's
@@ -165,7 +170,7 @@ def gpu_events(profile: Any, planes: str, module_name: str, program_ids: frozens
     module counts here either way (its device time belongs to that op).
     """
     events, seen, count = [], set(), defaultdict(int)
-    for plane in _device_planes(profile, planes):
+    for plane in device_planes(profile, planes):
         for line in plane.lines:
             for ev in line.events:
                 st = _stats(ev)
@@ -189,13 +194,13 @@ def gpu_events(profile: Any, planes: str, module_name: str, program_ids: frozens
 # xprof's op-metrics converter does (IsOpLineName): "Async XLA Ops" (the transfers of async
 # copies), "Steps", "XLA TraceMe", "Overlay" and the SparseCore lines are not read. (xprof's
 # Python CLI matches "XLA OPS" as a substring, which would take "Async XLA Ops" too.)
-_XLA_MODULES_LINE = "XLA Modules"
-_XLA_OPS_LINE = "XLA Ops"
+XLA_MODULES_LINE = "XLA Modules"
+XLA_OPS_LINE = "XLA Ops"
 # An XLA Modules event's name, "<module>(<program id>)" (xprof's HloModuleNameWithProgramId form).
 _TPU_MODULE_RE = re.compile(r"^(.*)\((\d+)\)$")
 
 
-def _tpu_module(event: Any, stats: Mapping[str, Any]) -> tuple[str, int | None]:
+def tpu_module(event: Any, stats: Mapping[str, Any]) -> tuple[str, int | None]:
     """(module name, program id or None) of an ``XLA Modules`` event: from its ``hlo_module`` /
     ``program_id`` stats where it has them, else from its name ``<module>(<program id>)``."""
     m = _TPU_MODULE_RE.match(event.name)
@@ -221,18 +226,20 @@ def tpu_events(profile: Any, planes: str, module_name: str, program_ids: frozens
     A loop's op event encloses its body's op events (xprof subtracts children for a self time);
     the label here is the enclosing event, as on CPU, and the body kernels are ``nested``.
     """
-    events, seen = [], set()
-    for plane in _device_planes(profile, planes):
+    events, seen, run_ns = [], set(), {}
+    for plane in device_planes(profile, planes):
         lines = {line.name: list(line.events) for line in plane.lines}
         modules = []  # (start, end, name, program id, run id), in start order
-        for k, ev in enumerate(sorted(lines.get(_XLA_MODULES_LINE, []), key=lambda e: e.start_ns)):
+        for k, ev in enumerate(sorted(lines.get(XLA_MODULES_LINE, []), key=lambda e: e.start_ns)):
             st = _stats(ev)
-            name, pid = _tpu_module(ev, st)
+            name, pid = tpu_module(ev, st)
             seen.add(name)
             span = (float(ev.start_ns), float(ev.start_ns + ev.duration_ns))
             modules.append((*span, name, pid, st.get("run_id", ("order", k))))
+            if name == module_name and (program_ids is None or pid in program_ids):
+                run_ns[(pid, plane.name, modules[-1][4])] = float(ev.duration_ns)
         starts = [m[0] for m in modules]
-        for ev in lines.get(_XLA_OPS_LINE, []):
+        for ev in lines.get(XLA_OPS_LINE, []):
             st = _stats(ev)
             i = bisect.bisect_right(starts, ev.start_ns) - 1
             enclosing = modules[i] if i >= 0 and ev.start_ns <= modules[i][1] else None
@@ -248,7 +255,7 @@ def tpu_events(profile: Any, planes: str, module_name: str, program_ids: frozens
                 continue
             start, end = _device_span_ns(ev, st)
             events.append(Event(hlo_op_name(ev.name, st), (pid, plane.name, run), start, end))
-    return Trace(events, {}, seen)
+    return Trace(events, {}, seen, run_ns)
 
 
 #: The trace reader of each backend (`tpucost.method.backends`: where its kernel events are, and whether
