@@ -1,6 +1,6 @@
 """A profile in, kernel labels out: any ``*.xplane.pb`` a JAX program's profiler wrote.
 
-Notebook 02, section 7 (a real TPU profile). `tpucost.method.measure` runs a program under the
+Notebook 02, section 6 (a real TPU profile). `tpucost.method.measure` runs a program under the
 profiler and labels its kernels; this module reads a profile somebody already captured (with
 ``jax.profiler.trace``, on a TPU, GPU or CPU) and reports, per compiled module it ran: its runs,
 their mean time, and per kernel the number of executions and their mean time (`profile_report`,

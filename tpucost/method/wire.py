@@ -1,6 +1,6 @@
 """Reading protocol buffers without their schemas: the few fields of XLA's and xprof's files we use.
 
-Notebook 02, section 7 (a real TPU profile). A serialized protobuf message is a list of
+Notebook 02, section 6 (a real TPU profile). A serialized protobuf message is a list of
 ``(field number, wire type, value)`` records (https://protobuf.dev/programming-guides/encoding/):
 wire type 0 is a varint, 1 a fixed 8-byte value, 2 a length-delimited byte string (a string, a
 nested message or a packed repeated field), 5 a fixed 4-byte value. `fields` splits one message
