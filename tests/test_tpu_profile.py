@@ -185,3 +185,16 @@ def test_no_cpu_dispatch_overhead_on_a_tpu_program():
     on_tpu, on_cpu = model.predict_hlo(text, backend="tpu"), model.predict_hlo(text, backend="cpu")
     assert on_tpu.dispatch_ns == 0 and on_tpu.total_ns == pytest.approx(9 * 1000.0)
     assert on_cpu.dispatch_ns == pytest.approx(9 * 7000.0)
+
+
+def test_the_compilers_estimates_against_the_v6e_measurements(xprof):
+    from tpucost.experiments import xla_estimates
+
+    rows = {r["kernel"]: r for r in xla_estimates.profile_estimates()}
+    assert set(rows) == {"broadcast_add_fusion", "broadcast_add_fusion.1", "broadcast_add_fusion.2", "broadcast.2"}
+    fusion = rows["broadcast_add_fusion"]
+    measured_ns = xprof[(JIT_F, "broadcast_add_fusion")][1] * 1e3
+    assert fusion["implied_clock_hz"] == pytest.approx(14_180_608 / measured_ns * 1e9)
+    # 918 TFLOP/s over 4 MXUs of 256 x 256 multiply-adds (2 flops each): 1.751 GHz
+    assert fusion["estimated_ns_at"]["4 MXUs of 256x256"] == pytest.approx(14_180_608 / 1.750946e9 * 1e9, rel=1e-6)
+    assert fusion["device"] == "TPU v6 Lite" and "2025-03-11" in fusion["source"]

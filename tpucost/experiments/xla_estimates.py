@@ -36,6 +36,7 @@ from tpucost.experiments.programs import corpus
 from tpucost.files import read_json_object, write_json_atomic
 from tpucost.method import analytical, backends, features, kernels
 from tpucost.method.backends import Target
+from tpucost.method.kernels import estimated_cycles
 from tpucost.method.splits import Split
 
 __all__ = [
@@ -49,23 +50,8 @@ __all__ = [
     "configuration_estimates_or_bundled",
     "estimate_predictor",
     "evaluate_estimates",
+    "profile_estimates",
 ]
-
-
-def estimated_cycles(kernel: kernels.Kernel) -> int | None:
-    """The TPU compiler's estimate of one run of ``kernel``, in cycles of a TensorCore
-    (``"estimated_cycles"`` in the instruction's ``backend_config``, at its top level or in its
-    ``window_config``), or None where it gave none."""
-    config = kernel.backend_config
-    if not isinstance(config, dict):
-        return None
-    for holder in (config, config.get("window_config")):
-        if isinstance(holder, dict) and holder.get("estimated_cycles") is not None:
-            try:
-                return int(holder["estimated_cycles"])
-            except (TypeError, ValueError):
-                return None
-    return None
 
 
 def documented_roofline(target: Target) -> analytical.DeviceRoofline | None:
@@ -287,3 +273,42 @@ def evaluate_estimates(ds: kernel_data.KernelDataset, split: Split) -> dict[str,
     tests = np.isin(ds.source_program_id, split.test_ids)
     pairs = zip(ds.source_program_id[tests].tolist(), ds.source_configuration[tests].tolist(), strict=True)
     return kernel_experiments.evaluate_split(ds, split, estimate_predictor(pairs, target))
+
+
+#: Where `profile_estimates`' measurements come from (tpucost/bundled/tpu_ground_truth/README.md).
+V6E_PROFILE_SOURCE = "a real TPU v6e, profiled 2025-03-11 (openxla/xprof test data, Apache-2.0)"
+
+
+def profile_estimates(report: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The TPU compiler's estimates beside a real chip's measurements: one row per kernel of a
+    profile (`tpucost.method.profiles.profile_report`; default: the shipped TPU v6e profile) that
+    carries both. Row: ``module``, ``kernel``, ``estimated_cycles``, ``measured_ns``,
+    ``implied_clock_hz`` (the clock at which the estimate would equal the measurement) and, per
+    clock the chip's documented numbers allow (`Target.clock_candidates_hz`), the estimate in ns
+    under that clock (``estimated_ns_at``). Few points, real ones: ``device`` and ``source`` say whose."""
+    from tpucost.method import profiles
+
+    report = report if report is not None else profiles.profile_report(profiles.bundled_v6e_profile())
+    target = backends.tpu_target(report["device"])
+    candidates = target.clock_candidates_hz if target else ()
+    rows = []
+    for module in report["modules"]:
+        for k in module["kernels"]:
+            cycles, measured = k["xla_estimated_cycles"], k["mean_ns"]
+            if cycles is None or not measured:
+                continue
+            rows.append(
+                {
+                    "module": module["module"],
+                    "kernel": k["name"],
+                    "estimated_cycles": cycles,
+                    "measured_ns": measured,
+                    "implied_clock_hz": cycles / measured * 1e9,
+                    "estimated_ns_at": {why: cycles / hz * 1e9 for hz, why in candidates},
+                    "device": report["device"],
+                    "source": V6E_PROFILE_SOURCE
+                    if report["profile"].endswith("tpu_inference_2.xplane.pb")
+                    else report["profile"],
+                }
+            )
+    return rows

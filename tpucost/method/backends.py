@@ -210,6 +210,8 @@ class Target:
     clock_hz: float | None = None
     clock_source: str = ""
     spec_url: str = ""
+    #: Where ``clock_hz`` is unknown, the clocks the documented numbers allow, each with why.
+    clock_candidates_hz: tuple[tuple[float, str], ...] = ()
 
     @property
     def is_tpu(self) -> bool:
@@ -266,6 +268,10 @@ TARGETS: dict[str, Target] = {
         clock_hz=None,
         clock_source="unknown: the v6e page gives 2 MXUs per TensorCore in one revision and 4 in another",
         spec_url="https://cloud.google.com/tpu/docs/v6e",
+        clock_candidates_hz=(
+            (_derived_clock(918e12, 1, 4, 256), "4 MXUs of 256x256"),
+            (_derived_clock(918e12, 1, 2, 256), "2 MXUs of 256x256"),
+        ),
     ),
 }
 #: Colab's free TPU: a single-chip TPU v5e.

@@ -64,6 +64,7 @@ __all__ = [
     "decompose",
     "kernel_of_instruction",
     "module_summary",
+    "estimated_cycles",
 ]
 
 #: Opcodes that never run as a kernel: they only name, group or alias values.
@@ -312,3 +313,19 @@ def _ops_within(module: Module, inst: Instruction) -> Iterator[str]:
         return
     for inner in body.instructions:
         yield from _ops_within(module, inner)
+
+
+def estimated_cycles(kernel: Kernel) -> int | None:
+    """The TPU compiler's estimate of one run of ``kernel``, in cycles of a TensorCore
+    (``"estimated_cycles"`` in the instruction's ``backend_config``, at its top level or in its
+    ``window_config``), or None where it gave none."""
+    config = kernel.backend_config
+    if not isinstance(config, dict):
+        return None
+    for holder in (config, config.get("window_config")):
+        if isinstance(holder, dict) and holder.get("estimated_cycles") is not None:
+            try:
+                return int(holder["estimated_cycles"])
+            except (TypeError, ValueError):
+                return None
+    return None

@@ -84,11 +84,7 @@ def plane_backend(profile: Any) -> tuple[backends.Backend, str]:
 
 
 def _estimate(kernel: kernels.Kernel, target: backends.Target | None) -> tuple[int | None, float | None]:
-    config = kernel.backend_config
-    cycles = None
-    for holder in (config, config.get("window_config") if isinstance(config, dict) else None):
-        if isinstance(holder, dict) and holder.get("estimated_cycles") is not None:
-            cycles = int(holder["estimated_cycles"])
+    cycles = kernels.estimated_cycles(kernel)
     ns = cycles / target.clock_hz * 1e9 if cycles is not None and target and target.clock_hz else None
     return cycles, ns
 
