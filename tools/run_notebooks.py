@@ -77,13 +77,21 @@ def to_html(notebook: Path) -> Path:
     return html
 
 
-def _device() -> str:
-    """This machine as `tpucost.method.device` describes it (in a child process: JAX stays out of this one)."""
+#: What a child process prints: this machine as `tpucost.method.device` describes it.
+DEVICE_CODE = "from tpucost.method import device; print(device.describe(device.fingerprint()))"
+
+
+def device_line() -> str:
+    """This machine as `tpucost.method.device` describes it (in a child process: JAX stays out of
+    this one). RuntimeError with the child's last error line where it cannot say: a run record
+    never names "an unknown device"."""
     import subprocess
 
-    code = "from tpucost import device; print(device.describe(device.fingerprint()))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    return out.stdout.strip() or "an unknown device"
+    out = subprocess.run([sys.executable, "-c", DEVICE_CODE], capture_output=True, text=True, check=False)
+    if out.returncode != 0 or not out.stdout.strip():
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"cannot describe this device for the run record: {last}")
+    return out.stdout.strip().splitlines()[-1]
 
 
 def _find(path: Path) -> Path:
@@ -108,7 +116,7 @@ def main() -> int:
         where = ROOT / "notebooks"
         print(f"error: no such notebook: {', '.join(missing)} (here or in {where})", file=sys.stderr)
         return 2
-    device = _device()
+    device = device_line()
     print(
         f"{datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, load average {os.getloadavg()[0]:.2f}, on {device}"
     )
