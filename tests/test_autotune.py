@@ -431,11 +431,28 @@ def test_findings_say_what_the_numbers_say():
     default_line = next(line for line in lines if "from default:" in line)
     assert "below it" not in default_line
     control = [line for line in lines if "random-order control" in line]
-    assert control[0].strip().endswith("+2.0% (per seed +0.0 .. +4.0, inside the 2.0% noise floor)")
+    assert control[0].strip().endswith("+2.0% (per seed +0.0 .. +4.0, inside this run's 2.0% noise floor)")
     heuristic = [line for line in lines if "vs the heuristic" in line]
-    assert "+3.0%" in heuristic[0] and "above the 2.0% noise floor" in heuristic[0]
+    assert "+3.0%" in heuristic[0] and "better by more than this run's 2.0% noise floor" in heuristic[0]
     assert any("equal wall time" in line for line in lines)
     assert not any("noise floor" in line for line in autotune.findings(_report(noise=None)))
+
+
+def test_a_loss_beyond_the_floor_reads_worse_and_a_live_floor_is_at_least_the_bundled_one():
+    report = _report("example:a", gains=(-0.05, -0.03))
+
+    def device_only(lines):
+        return next(line for line in lines if "vs device-only, equal device seconds" in line)
+
+    line = device_only(autotune.findings(report))
+    assert "-4.0%" in line and "worse by more than this run's 2.0% noise floor" in line and "below" not in line
+    # the bundled experiment of the same program measured a 5% floor: -4% is inside it, not a loss
+    line = device_only(autotune.findings(report, _report("example:a", noise=0.05)))
+    assert "inside the bundled experiment's 5.0% noise floor" in line
+    # a smaller bundled floor does not lower the live one
+    assert "this run's 2.0%" in device_only(autotune.findings(report, _report("example:a", noise=0.01)))
+    report["noise"]["processes"] = 2  # two measurements of the default: the floor says so
+    assert "(2 measurements of the default)" in device_only(autotune.findings(report))
 
 
 def test_bundled_reports_errors_name_the_file(tmp_path):

@@ -38,6 +38,7 @@ __all__ = [
     "report_table",
     "arms_comparison_table",
     "findings",
+    "noise_floor",
     "fell_back_at",
     "compare_predicted_and_measured",
 ]
@@ -240,16 +241,37 @@ def arms_comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
     return table
 
 
-def findings(report: Mapping[str, Any]) -> list[str]:
+#: A live noise floor resting on fewer measurements of the default than this is named as such.
+FEW_NOISE_MEASUREMENTS = 4
+
+
+def noise_floor(report: Mapping[str, Any], bundled: Mapping[str, Any] | None = None) -> tuple[float | None, str]:
+    """The noise floor a report's differences are judged against, and where it comes from in words:
+    the report's own spread, raised to ``bundled``'s (the bundled experiment of the same program
+    and backend, measured over more processes) where that is larger. A floor from fewer than
+    `FEW_NOISE_MEASUREMENTS` measurements of the default says so."""
+    noise = report.get("noise") or {}
+    floor, where = noise.get("spread"), "this run's"
+    if floor is not None and noise.get("processes", FEW_NOISE_MEASUREMENTS) < FEW_NOISE_MEASUREMENTS:
+        where = f"this run's ({noise['processes']} measurements of the default)"
+    kept = (bundled or {}).get("noise") or {}
+    if kept.get("spread") is not None and report_backend(bundled) == report_backend(report):
+        if floor is None or kept["spread"] > floor:
+            floor, where = kept["spread"], "the bundled experiment's"
+    return floor, where
+
+
+def findings(report: Mapping[str, Any], bundled: Mapping[str, Any] | None = None) -> list[str]:
     """What a report says, in sentences a reader can check against its numbers: per start, each
     arm's speedup (saying so when model + device and device-only both end below the default),
     what the model's ranking adds (model + device against its random-order control), model +
     device against the heuristic and, at equal wall time, against device-only; where model +
     device ran with the model guard, in how many seeds it fell back to device-only; each difference
-    marked as inside or outside the noise floor where the report has one (measured on the report's
-    backend: a noise floor of another backend is refused)."""
+    judged against the noise floor where there is one (`noise_floor`: at least ``bundled``'s, the
+    bundled experiment of the same program; measured on the report's backend: a noise floor of
+    another backend is refused): "better" or "worse by more than" the floor, or "inside" it."""
     report_backend(report)
-    noise = report.get("noise", {}).get("spread")
+    noise, floor_source = noise_floor(report, bundled)
     wall = report.get("wall_time", {})
 
     def gain(section: Mapping[str, Any], other: str, start: str) -> str | None:
@@ -259,9 +281,10 @@ def findings(report: Mapping[str, Any]) -> list[str]:
         if noise is None:
             verdict = ""
         elif abs(g["mean"]) <= noise:
-            verdict = f", inside the {100 * noise:.1f}% noise floor"
+            verdict = f", inside {floor_source} {100 * noise:.1f}% noise floor"
         else:
-            verdict = f", {'above' if g['mean'] > 0 else 'below'} the {100 * noise:.1f}% noise floor"
+            side = "better" if g["mean"] > 0 else "worse"
+            verdict = f", {side} by more than {floor_source} {100 * noise:.1f}% noise floor"
         return f"{100 * g['mean']:+.1f}% (per seed {100 * g['min']:+.1f} .. {100 * g['max']:+.1f}{verdict})"
 
     lines = []
