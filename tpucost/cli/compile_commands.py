@@ -33,11 +33,16 @@ def resolve_program(spec: str) -> tuple[Callable[..., Any], tuple[Any, ...], dic
     return fn, args, tunable.compiler_options(config)
 
 
-def _result(spec: str, estimate: xla_estimates.ProgramEstimate, cost: dict[str, float | None]) -> dict:
+def _result(
+    spec: str, estimate: xla_estimates.ProgramEstimate, cost: dict[str, float | None], target: backends.Target
+) -> dict:
     return {
         "program": spec,
         "target": estimate.target,
         "compiler": estimate.compiler,
+        # the clock that turns xla_estimated_cycles into xla_estimated_ns (None: cycles only)
+        "clock_hz": target.clock_hz,
+        "clock_source": target.clock_source or "this machine's CPU: no cycle estimates",
         "kernels": estimate.kernels,
         "cost_analysis": cost,
         "totals": {
@@ -65,7 +70,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return fail(f"{args.program}: compiling for {args.target} failed: {type(err).__name__}: {first}")
     estimate = xla_estimates.program_estimate(program)
     return emit(
-        _result(args.program, estimate, program.cost_analysis), args.json, command_tables.compile_table
+        _result(args.program, estimate, program.cost_analysis, target),
+        args.json,
+        command_tables.compile_table,
     )
 
 
@@ -73,6 +80,11 @@ def add_compile_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "compile",
         help="compile a program for a target (cpu, tpu-v5e, ...) and list its kernels; never runs it",
+        description="Compile a program for a target (never run it) and list its kernels with the compiler's "
+        "estimates. Examples: python -m tpucost compile example:mixer --target tpu-v5e; "
+        "python -m tpucost compile example:transformer --json; "
+        "python -m tpucost compile my_model.py:build --target tpu-v6e (NAME(config) -> (fn, args)); "
+        "python -m tpucost compile cnn-forward-0-0 (a corpus program id)",
     )
     p.add_argument(
         "program", help="example:NAME, FILE.py:NAME (NAME(config) -> (fn, args)) or a corpus program id"
