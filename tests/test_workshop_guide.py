@@ -1,0 +1,60 @@
+"""docs/workshop.md quotes execution times from one recorded `make demo` of today's notebooks."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("workshop_times", ROOT / "tools" / "workshop_times.py")
+workshop_times = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(workshop_times)
+
+
+def test_the_guide_shows_the_recorded_run():
+    rec = json.loads(workshop_times.RECORD.read_text())
+    guide = workshop_times.GUIDE.read_text()
+    assert workshop_times.render(guide, rec) == guide, "run `python tools/workshop_times.py render`"
+    block = guide.split(workshop_times.START)[1].split(workshop_times.END)[0]
+    for n in rec["notebooks"]:  # each notebook's row, with the seconds its run record says
+        assert f"| {n['notebook'][:2]} | {n['seconds']:.0f} s |" in block
+    assert rec["device"] in block and "unknown" not in rec["device"]
+
+
+def test_the_record_is_of_todays_notebooks():
+    rec = {n["notebook"]: n for n in json.loads(workshop_times.RECORD.read_text())["notebooks"]}
+    notebooks = sorted((ROOT / "notebooks").glob("0*.ipynb"))
+    assert set(rec) == {p.name for p in notebooks}
+    stale = [p.name for p in notebooks if rec[p.name]["code_sha256"] != workshop_times.code_hash(p)]
+    assert not stale, (
+        f"{stale} changed since the recorded make demo: run make demo, then tools/workshop_times.py record build"
+    )
+    assert not any(n["smoke"] for n in rec.values())
+
+
+def test_a_record_is_refused_for_smoke_runs_and_a_code_change_is_seen(tmp_path):
+    source = ROOT / "notebooks" / "01_hlo_and_kernels.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    nb.metadata["tpucost_run"] = {
+        "by": "x",
+        "started": "t",
+        "seconds": 1.0,
+        "device": "d",
+        "load_average": 0.1,
+        "smoke": True,
+    }
+    nbformat.write(nb, tmp_path / source.name)
+    with pytest.raises(SystemExit, match="smoke"):
+        workshop_times.record(tmp_path)
+    nb.cells[next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")].source += "\n1"
+    changed = tmp_path / "changed.ipynb"
+    nbformat.write(nb, changed)
+    assert workshop_times.code_hash(changed) != workshop_times.code_hash(source)
+    prose = nbformat.read(source, as_version=4)
+    prose.cells[0].source += " (prose)"  # a markdown edit keeps the record valid
+    nbformat.write(prose, tmp_path / "prose.ipynb")
+    assert workshop_times.code_hash(tmp_path / "prose.ipynb") == workshop_times.code_hash(source)
