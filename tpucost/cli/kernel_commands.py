@@ -685,7 +685,12 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         help="model folder (default: bundled checkpoints of --split; --task tile: the folder holding tile-<split>-<loss>)",
     )
     p.add_argument("--data", default=None)
-    p.add_argument("--split", choices=("random", "hard"), default="random")
+    p.add_argument(
+        "--split",
+        choices=("random", "hard", "tpu-v3"),
+        default="random",
+        help="tpu-v3 (--task tile): TpuGraphs' tile sweeps measured on a TPU (tpucost.experiments.tpu_tiles)",
+    )
     p.add_argument(
         "--totals",
         type=int,

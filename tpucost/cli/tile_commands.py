@@ -1,5 +1,6 @@
 """The tile task's commands: ``collect --task tile``, ``data noise --task tile``, ``train/evaluate --task
-tile``, ``suggest-tiles``, ``measure-tiles``, ``tiles-legal``."""
+tile`` (``--split tpu-v3``: TpuGraphs' sweeps measured on a TPU), ``suggest-tiles``, ``measure-tiles``,
+``tiles-legal``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import dataclasses
 import json
 
 from tpucost.cli.common import all_cores_flag, emit, fail, label_mode, lowering_flag
-from tpucost.experiments import command_tables, compiler, tile_experiments, tiles
+from tpucost.experiments import command_tables, compiler, tile_experiments, tiles, tpu_tiles
 from tpucost.experiments.data import tile as tile_data
 from tpucost.experiments.data import tile_collection
 from tpucost.experiments.tiles import mosaic
@@ -98,7 +99,27 @@ def cmd_train_tiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tpu_tiles_table(r: dict) -> str:
+    """`evaluate --task tile --split tpu-v3`: one row per method, then what was skipped."""
+    head = f"{r['n_kernels']} kernels, {r['n_configs']} configurations measured on {r['measured_on']}"
+    lines = [head, f"source: {r['source']}"]
+    lines.append(f"{'method':<18} {'Kendall tau':>12} {'top-1':>8} {'top-5':>8} {'top-10':>8} {'kernels':>8}")
+    for name, m in r["methods"].items():
+        lines.append(
+            f"{name:<18} {m['kendall_mean']:>12.3f} {100 * m['top1']:>7.1f}% {100 * m['top5']:>7.1f}% "
+            f"{100 * m['top10']:>7.1f}% {m['n_kernels']:>8}"
+        )
+    lines += [f"{name}: {why}" for name, why in r["skipped"].items()]
+    return "\n".join(lines)
+
+
 def cmd_evaluate_tiles(args: argparse.Namespace) -> int:
+    if args.split == "tpu-v3":
+        try:
+            result = tpu_tiles.evaluate(args.data)
+        except (FileNotFoundError, ValueError) as err:
+            return fail(err)
+        return emit(result, args.json, _tpu_tiles_table)
     try:
         ds = tile_dataset(args)
         results = tile_experiments.evaluate_models(ds, args.split, args.model)
