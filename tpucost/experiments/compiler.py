@@ -21,11 +21,15 @@ ship compiled in ``tpucost/bundled/tpu/<name>.hlo``, each with its provenance in
 ``python tools/bundle_tpu_programs.py``; `compile_or_bundled` compiles where it can and reads the
 bundled module where it cannot, and says which.
 
-Where the machine is a TPU of the target's kind, the real device is used instead of a described
-one (same compiler). A missing libtpu raises `TpuCompilerMissing`, whose message says which extra to
-install. Colab's TPU image (jax 0.7.2) ships libtpu 0.0.21.1, whose deviceless compile crashes the
-process (a segmentation fault in ``GetDefaultLayout``, checked); the ``tpu`` extra under Colab's
-jax installs libtpu 0.0.23, the version ``jax[tpu]==0.7.2`` asks for.
+On a TPU runtime (JAX's backend is ``tpu``) a program compiles for the chip at hand only: a target
+of the chip's kind (any `tpucost.method.backends.tpu_target` knows) is placed on the real device
+(same compiler); another target, or a chip of a kind tpucost does not know, raises
+`TpuTargetNotHere`, one sentence saying why, and `compile_or_bundled` reads the bundled module
+instead. A deviceless compile is never tried there: Colab's TPU image (jax 0.7.2) ships libtpu
+0.0.21.1, whose deviceless compile crashes the process (a segmentation fault in
+``GetDefaultLayout``, checked). Off a TPU, the ``tpu`` extra under Colab's jax installs libtpu
+0.0.23, the version ``jax[tpu]==0.7.2`` asks for. A missing libtpu raises `TpuCompilerMissing`,
+whose message says which extra to install. `chip_here` names the chip at hand.
 """
 
 from __future__ import annotations
@@ -54,11 +58,14 @@ from tpucost.tpu_host import libtpu_installed, quiet_libtpu_startup
 __all__ = [
     "INSTALL_HINT",
     "TpuCompilerMissing",
+    "TpuTargetNotHere",
     "TargetProgram",
     "tpu_compiler_available",
     "require_tpu_compiler",
     "target_sharding",
     "compiler_versions",
+    "chip_here",
+    "why_not_here",
     "target_device",
     "abstract_arguments",
     "compile_for_target",
@@ -75,6 +82,11 @@ INSTALL_HINT = 'pip install "tpucost[tpu]" (libtpu, about 700 MB)'
 
 class TpuCompilerMissing(RuntimeError):
     """The TPU compiler (libtpu) is not installed; the message says how to install it."""
+
+
+class TpuTargetNotHere(TpuCompilerMissing):
+    """On a TPU runtime, a target other than the chip at hand (or a chip tpucost does not know): the
+    message says why it is not compiled for here (`why_not_here`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,16 +133,45 @@ def require_tpu_compiler(what: str) -> None:
         raise TpuCompilerMissing(f"{what} needs the TPU compiler: {INSTALL_HINT}")
 
 
+def chip_here() -> backends.Target | None:
+    """The TPU target of the chip this process runs on (``"TPU v6 lite"`` -> tpu-v6e), asked of JAX
+    (this starts its backends); None off a TPU, or on a chip `tpucost.method.backends.TARGETS` lacks."""
+    if jax.default_backend() != "tpu":
+        return None
+    return backends.tpu_target(jax.devices()[0].device_kind)
+
+
+def why_not_here(target: backends.Target | str) -> str | None:
+    """None where this process can compile for ``target``; else one sentence saying why not: on a TPU
+    runtime only the chip at hand is compiled for (a deviceless compile is never tried there)."""
+    target = backends.target(target)
+    if not target.is_tpu or jax.default_backend() != "tpu":
+        return None
+    kind = jax.devices()[0].device_kind
+    here = backends.tpu_target(kind)
+    if here is not None and here.name == target.name:
+        return None
+    chip = f"a {here.name} ({kind})" if here is not None else f"{kind!r}, a kind tpucost does not know"
+    return (
+        f"this runtime's TPU is {chip}, so {target.name} is not compiled for here: on a TPU VM tpucost "
+        "compiles for the chip at hand only, as libtpu's deviceless compile is not run beside a chip "
+        "(Colab's libtpu 0.0.21.1 crashes in it); compile for another chip on a machine without a TPU"
+    )
+
+
 @functools.cache
 def target_device(name: str) -> jax.Device:
     """The device that programs for TPU target ``name`` are placed on: this machine's TPU when it
-    is one of that kind, else one chip of a described (deviceless) slice of ``target.topology``."""
+    is one of that kind, else one chip of a described (deviceless) slice of ``target.topology``.
+    Raises `TpuTargetNotHere` on a TPU runtime whose chip is another (`why_not_here`)."""
     target = backends.target(name)
     if not target.is_tpu:
         return jax.devices("cpu")[0]
     require_tpu_compiler(f"compiling for {target.name}")
     quiet_libtpu_startup()  # done at import too; again in case the variables were removed since
-    if jax.default_backend() == "tpu" and jax.devices()[0].device_kind == target.device_kind:
+    if (why := why_not_here(target)) is not None:
+        raise TpuTargetNotHere(why)
+    if jax.default_backend() == "tpu":
         return jax.devices()[0]
     topology = topologies.get_topology_desc(
         topology_name=target.topology, platform="tpu", chips_per_host_bounds=(1, 1, 1), num_slices=1
@@ -284,11 +325,18 @@ def load_bundled_program(
 def compile_or_bundled(
     fn: Callable[..., Any], args: Sequence[Any], target: backends.Target | str, bundled: str
 ) -> tuple[TargetProgram, str]:
-    """``fn(*args)`` compiled for ``target`` where libtpu is installed (or for the CPU target),
-    else the bundled program ``bundled`` (the same program at the notebook's default sizes);
-    and one sentence saying which, with the compiler's versions."""
+    """``fn(*args)`` compiled for ``target`` where it can be here (the CPU target; a TPU target with
+    libtpu installed, on a TPU runtime only its own chip: `why_not_here`), else the bundled program
+    ``bundled`` (the same program at the notebook's default sizes); and one sentence saying which,
+    with the compiler's versions, and why not compiled here."""
     target = backends.target(target)
-    if not target.is_tpu or tpu_compiler_available():
+    if not target.is_tpu:
+        why = None
+    elif not tpu_compiler_available():
+        why = f"to compile your own: {INSTALL_HINT}"
+    else:
+        why = why_not_here(target)
+    if why is None:
         program = compile_for_target(fn, args, target)
         libtpu = program.compiler["libtpu"]
         return program, f"compiled here for {target.name}" + (f" by libtpu {libtpu}" if libtpu else "")
@@ -296,5 +344,5 @@ def compile_or_bundled(
     c = provenance["compiler"]
     return program, (
         f"bundled: {provenance['program']}, compiled for {program.target.name} by libtpu {c['libtpu']} "
-        f"(jax {c['jax']}) on {provenance['date']}; to compile your own: {INSTALL_HINT}"
+        f"(jax {c['jax']}) on {provenance['date']}; {why}"
     )

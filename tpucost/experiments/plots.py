@@ -41,6 +41,7 @@ __all__ = [
     "predicted_vs_measured",
     "error_by_kind",
     "program_kernels",
+    "program_estimates",
     "tile_landscape",
     "top_k_curves",
     "overhead_shares",
@@ -504,7 +505,33 @@ def program_kernels(
 ) -> plt.Axes:
     """One row per kernel of a program, one dot per series (e.g. predicted and measured), in us (log
     scale); a grey line joins a row's dots. Dots, not bars: on a log axis a bar's length depends on
-    where the axis starts, a dot's position does not."""
+    where the axis starts, a dot's position does not. Estimates without a measurement among them
+    (a compiler's): `program_estimates`."""
+    return _kernel_dots(names, runtimes_us, ax, title, "kernel runtime (us, log scale)", "osD^", True)
+
+
+def program_estimates(
+    names: Sequence[str],
+    estimates_us: Mapping[str, Sequence[float]],
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+) -> plt.Axes:
+    """`program_kernels` for models' estimates of a program's kernels (the TPU compiler's, a
+    roofline), never a measurement: the axis says "estimated", the markers are open and of other
+    shapes than `program_kernels`' measured and predicted dots."""
+    xlabel = "estimated kernel time (us, log scale; the compiler's model or a roofline, not measured)"
+    return _kernel_dots(names, estimates_us, ax, title, xlabel, "v<>p", False)
+
+
+def _kernel_dots(
+    names: Sequence[str],
+    runtimes_us: Mapping[str, Sequence[float]],
+    ax: plt.Axes | None,
+    title: str | None,
+    xlabel: str,
+    markers: str,
+    filled: bool,
+) -> plt.Axes:
     series = {k: np.asarray(v, dtype=float) for k, v in runtimes_us.items()}
     ax = _axes(ax, (8, 0.3 * len(names) + 1.8))
     y = np.arange(len(names))
@@ -514,14 +541,14 @@ def program_kernels(
         low, high = np.nanmin(finite, axis=0), np.nanmax(finite, axis=0)
     ax.hlines(y, low, high, color="#dee2e6", lw=2, zorder=1)
     colors = ("#495057", "#457b9d", "#e76f51", "#2a9d8f")
-    markers = ("o", "s", "D", "^")
     for (label, vals), color, marker in zip(series.items(), colors, markers, strict=False):
-        ax.plot(vals, y, marker, color=color, ms=6, label=label, zorder=2, ls="none")
+        face = color if filled else "none"
+        ax.plot(vals, y, marker, color=color, mfc=face, ms=6, label=label, zorder=2, ls="none")
     ax.set_yticks(y, list(names), fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.grid(axis="x", which="major", color="#e9ecef")
-    ax.set_xlabel("kernel runtime (us, log scale)")
+    ax.set_xlabel(xlabel)
     ax.legend(fontsize=8, loc="lower right")
     if title:
         ax.set_title(title, fontsize=10)

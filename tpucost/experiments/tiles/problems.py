@@ -138,6 +138,8 @@ from tpucost.method.measure import best_wall_time_ns, compile_fn
 __all__ = [
     "interpret_mode",
     "tile_lowering",
+    "measurement_lowering",
+    "lowering_description",
     "kernel",
     "TileCost",
     "build",
@@ -261,6 +263,26 @@ def tile_lowering(backend: str | None = None, lowering: str | None = None) -> st
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown tile lowering {lowering!r}; expected one of {LOWERINGS}")
     return lowering
+
+
+def measurement_lowering(data_lowering: str | None = None, backend: str | None = None) -> str:
+    """The lowering to time tile kernels with on ``backend`` (default: JAX's): where Pallas kernels
+    compile (a TPU: Mosaic), the backend's own, so that the kernel itself is timed; elsewhere
+    ``data_lowering`` (the lowering of the labels the times are set beside), else the backend's."""
+    record = backends.backend(backend)
+    if not record.pallas_interpret or data_lowering is None:
+        return record.tile_lowering
+    return tile_lowering(backend, data_lowering)
+
+
+def lowering_description(lowering: str | None = None, backend: str | None = None) -> str:
+    """What a tile kernel runs as under ``lowering`` (default: the backend's) on ``backend`` (default:
+    JAX's), in words: an XLA loop, Pallas' interpreter, or the Pallas kernel Mosaic compiled."""
+    if tile_lowering(backend, lowering) == "xla_loop":
+        return "an XLA loop over the grid (xla_loop)"
+    if interpret_mode(backend):
+        return "Pallas' interpreter (pallas, interpret mode)"
+    return "the Pallas kernel compiled by Mosaic (pallas)"
 
 
 def _pallas_call(
