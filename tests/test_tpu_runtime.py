@@ -147,6 +147,18 @@ def test_notebooks_read_the_bundled_module_on_another_chip(simulated_tpu):
     assert "this runtime's TPU is a tpu-v6e (TPU v6 lite), so tpu-v5e is not compiled for here" in source
 
 
+def test_notebook_04_and_05_tpu_sections_read_their_bundled_results_on_another_chip(simulated_tpu):
+    from tpucost.experiments import xla_estimates
+
+    simulated_tpu("TPU v6 lite")
+    verdict, source = mosaic.problem_verdicts("attention", (2, 2048, 128), "bfloat16")
+    assert source.startswith("bundled (this runtime's TPU is a tpu-v6e") and verdict["candidates"]
+    rows, said = xla_estimates.configuration_estimates_or_bundled(
+        lambda a: a + 1, (jnp.ones((8, 8)),), ["default"], bundled="nb05_mixer_configurations"
+    )
+    assert rows and said.startswith("bundled:") and "this runtime's TPU is a tpu-v6e" in said
+
+
 # --- 3. notebook 03: the TPU figure follows the backend; estimates are not runtimes ---------------
 
 

@@ -205,9 +205,12 @@ def save_bundled_configuration_estimates(
 def configuration_estimates_or_bundled(
     fn: Callable[..., Any], args: Sequence[Any], configurations: Iterable[str], bundled: str
 ) -> tuple[list[dict[str, Any]], str]:
-    """`configuration_estimates` for `tpucost.method.backends.DEFAULT_TPU_TARGET` where libtpu is installed,
-    else the bundled rows ``bundled`` (another program's, maybe: the sentence returned says which)."""
-    if compiler.tpu_compiler_available():
+    """`configuration_estimates` for `tpucost.method.backends.DEFAULT_TPU_TARGET` where libtpu is installed
+    and this process may compile for it (`tpucost.experiments.compiler.why_not_here`: not on a TPU
+    runtime of another chip), else the bundled rows ``bundled`` (another program's, maybe: the
+    sentence returned says which, and why they are read)."""
+    why_not = compiler.why_not_here(backends.DEFAULT_TPU_TARGET)
+    if compiler.tpu_compiler_available() and why_not is None:
         rows = configuration_estimates(fn, args, backends.DEFAULT_TPU_TARGET, configurations)
         libtpu = compiler.compiler_versions(backends.DEFAULT_TPU_TARGET)["libtpu"]
         return rows, f"compiled here for {backends.DEFAULT_TPU_TARGET} by libtpu {libtpu}"
@@ -215,7 +218,8 @@ def configuration_estimates_or_bundled(
     c = saved["compiler"]
     return list(saved["rows"]), (
         f"bundled: {saved['program']}, compiled for {saved['target']} by libtpu {c['libtpu']} (jax {c['jax']}) on "
-        f"{saved['date']}; to compile your own: {compiler.INSTALL_HINT}"
+        f"{saved['date']}; "
+        + (why_not if why_not is not None else f"to compile your own: {compiler.INSTALL_HINT}")
     )
 
 

@@ -461,8 +461,13 @@ def bundled_problem(
 def problem_verdicts(
     family_name: str, shape: Sequence[int], dtype: str = "float32", target: str = DEFAULT_TARGET
 ) -> tuple[dict[str, Any], str]:
-    """``(report, source)``: `problem_report` compiled here when libtpu is installed (source
-    ``"compiled here"``), else the bundled verdicts of the problem (source ``"bundled"``)."""
-    if compiler.tpu_compiler_available():
+    """``(report, source)``: `problem_report` compiled here when libtpu is installed and this process
+    may compile for ``target`` (source ``"compiled here"``), else the bundled verdicts of the problem
+    (source ``"bundled"``, with the reason on a TPU runtime of another chip:
+    `tpucost.experiments.compiler.why_not_here`)."""
+    why_not = compiler.why_not_here(target)
+    if compiler.tpu_compiler_available() and why_not is None:
         return problem_report(family_name, shape, dtype, target), "compiled here"
-    return bundled_problem(family_name, shape, dtype, target), "bundled"
+    return bundled_problem(family_name, shape, dtype, target), "bundled" + (
+        f" ({why_not})" if why_not else ""
+    )
