@@ -17,8 +17,16 @@ help, and which hyperparameters to use.
   Evaluation is by real program: each test program is scored on every kernel it ran
   (`tpucost.experiments.data.kernel.program_rows`), whatever part the kernel is in; the
   ``"unseen"`` figures keep only the rows whose kernel is a test kernel, and the
-  ``"structure_novel"`` figures only the rows whose kernel's opcode graph no training kernel has
-  at any shape (`tpucost.experiments.data.kernel.structure_novel`).
+  ``"structure_novel"`` figures only the rows whose kernel's opcode graph no *seen* kernel has at
+  any shape (`tpucost.experiments.data.kernel.structure_novel`). Seen means the training part and
+  the validation part (`seen_kernels`): the networks stopped early on the validation kernels'
+  labels, so a kernel seen only in validation is not new to them. The structure is
+  `tpucost.experiments.data.kernel.structure_hash`'s, a stated choice: opcodes, edges and kind;
+  dtype and rank are OUT (they are node features, not opcodes), so a kernel differing from a seen
+  one only in dtype or rank is not novel, unless the change adds or removes an op (a ``bitcast``,
+  a ``reshape``), which makes it a new opcode graph. How far a novel kernel is from the nearest
+  seen one is measured by `nearest_opcode_distance` (the L1 distance between opcode-count
+  vectors) and split into `DISTANCE_BANDS`, each its own part of the figures.
 
   `HeldOutRows` scores programs a model never trained on in four columns (all rows, unseen,
   structure-novel, written by others): leave-one-device-out
@@ -80,7 +88,12 @@ __all__ = [
     "TRAINING_SUFFIX",
     "train_models",
     "evaluate_split",
+    "seen_kernels",
+    "opcode_counts",
+    "nearest_opcode_distance",
+    "DISTANCE_BANDS",
     "evaluate_models",
+    "rescore",
     "COLUMNS",
     "HeldOutRows",
     "opcode_errors",
@@ -478,6 +491,66 @@ def _predicted_test_rows(
     return rows, kernels, where, np.asarray(predict(_graphs(ds, kernels)), np.float64).reshape(-1)[where]
 
 
+def seen_kernels(split: Split) -> np.ndarray:
+    """The kernels (indices) a model of ``split`` has seen: its training part and its validation part
+    (early stopping read the validation labels). Novelty (`evaluate_split`) is measured against these."""
+    return np.union1d(split.train, split.val)
+
+
+def opcode_counts(graphs: Sequence[KernelGraph], size: int | None = None) -> np.ndarray:
+    """int64[len(graphs), size]: how many nodes of each opcode id each graph has (every node,
+    parameters included); ``size`` defaults to the largest opcode id + 1."""
+    size = (
+        size
+        if size is not None
+        else 1 + max((int(g.opcodes.max()) for g in graphs if g.num_nodes), default=0)
+    )
+    out = np.zeros((len(graphs), size), np.int64)
+    for i, g in enumerate(graphs):
+        out[i] = np.bincount(np.asarray(g.opcodes, np.int64), minlength=size)[:size]
+    return out
+
+
+def nearest_opcode_distance(
+    graphs: Sequence[KernelGraph], seen: Sequence[KernelGraph], chunk: int = 256
+) -> np.ndarray:
+    """int64[len(graphs)]: each graph's distance to the nearest graph of ``seen``, where the distance
+    of two kernel graphs is the L1 distance between their opcode-count vectors (`opcode_counts`):
+    the number of ops to add or remove to get from one multiset of opcodes to the other (one extra
+    ``bitcast`` is 1). Edges are ignored, so a graph of the same opcodes wired differently is at
+    distance 0. ValueError when ``seen`` is empty."""
+    if not len(seen):
+        raise ValueError("no seen graphs to measure a distance to")
+    size = 1 + max(int(g.opcodes.max()) for g in [*graphs, *seen] if g.num_nodes)
+    known = np.unique(opcode_counts(seen, size), axis=0)
+    query = opcode_counts(graphs, size)
+    out = np.empty(len(graphs), np.int64)
+    for start in range(0, len(graphs), chunk):
+        part = query[start : start + chunk]
+        out[start : start + chunk] = np.abs(part[:, None, :] - known[None, :, :]).sum(axis=2).min(axis=1)
+    return out
+
+
+#: The parts of the structure-novel rows by distance to the nearest seen kernel
+#: (`nearest_opcode_distance`): (key in `evaluate_split`'s result, lowest, highest or None, label).
+DISTANCE_BANDS: tuple[tuple[str, int, int | None, str], ...] = (
+    ("novel_within_1", 0, 1, "0-1 opcode"),
+    ("novel_2_to_4", 2, 4, "2-4 opcodes"),
+    ("novel_5_or_more", 5, None, ">=5 opcodes"),
+)
+
+
+def _part_metrics(pred: np.ndarray, true: np.ndarray, rows: kernel_data.ProgramRows, keep: np.ndarray):
+    """`metrics.runtime_metrics` of the rows ``keep``, their median APE, the rows >= 5 us it rests on
+    and each program's MAPE on them (`metrics.program_mapes_ge5us`, for the bootstrap intervals)."""
+    result = metrics.runtime_metrics(pred[keep], true[keep], rows.program_id[keep], rows.family[keep])
+    result["median_ape"] = metrics.median_ape(pred[keep], true[keep])
+    evidence = metrics.program_mapes_ge5us(pred[keep], true[keep], rows.program_id[keep])
+    result["n_kernels_ge5us"] = int(sum(evidence["rows"]))
+    result["per_program_ge5us"] = evidence
+    return result
+
+
 def evaluate_split(
     ds: KernelDataset, split: Split, predict: Callable[[list[KernelGraph]], np.ndarray]
 ) -> dict[str, Any]:
@@ -486,27 +559,38 @@ def evaluate_split(
     One row per (test program, kernel it ran), grouped under that program, labelled with the
     kernel's runtime. Returns the `tpucost.method.metrics.runtime_metrics` dict of all rows, plus
     ``"unseen"`` (the same on the rows whose kernel is in ``split.test``), ``"structure_novel"``
-    (on the rows whose kernel's opcode graph no kernel of ``split.train`` has,
-    `tpucost.experiments.data.kernel.structure_novel`), ``"by_others"`` (on the rows of test
-    programs of families written by others, `tpucost.experiments.programs.WRITTEN_BY_OTHERS`; no
-    rows where the data set has none) and ``"n_programs_by_family"`` ({family: number of test
-    programs}). Each of the four sets of rows also has its ``"median_ape"`` (percent, over rows).
+    (on the rows whose kernel's opcode graph no seen kernel has, seen being training + validation,
+    `seen_kernels`; `tpucost.experiments.data.kernel.structure_novel`), the structure-novel rows by
+    distance to the nearest seen kernel (one part per `DISTANCE_BANDS` key), ``"by_others"`` (on
+    the rows of test programs of families written by others,
+    `tpucost.experiments.programs.WRITTEN_BY_OTHERS`; no rows where the data set has none) and
+    ``"n_programs_by_family"`` ({family: number of test programs}). Each set of rows also has its
+    ``"median_ape"`` (percent, over rows), ``"n_kernels_ge5us"`` (the rows >= 5 us its MAPE >= 5 us
+    rests on) and ``"per_program_ge5us"`` (`tpucost.method.metrics.program_mapes_ge5us`).
     """
     rows, kernels, where, pred = _predicted_test_rows(ds, split, predict)
     true = ds.runtime_ns[rows.kernel]
-    result = metrics.runtime_metrics(pred, true, rows.program_id, rows.family)
-    result["median_ape"] = metrics.median_ape(pred, true)
-    novel = kernel_data.structure_novel(ds, kernels, split.train)[where]
-    parts = (
+    result = _part_metrics(pred, true, rows, np.ones(len(rows.kernel), bool))
+    seen = seen_kernels(split)
+    novel_kernels = kernel_data.structure_novel(ds, kernels, seen)
+    distance = np.full(len(kernels), -1, np.int64)
+    if novel_kernels.any():
+        distance[novel_kernels] = nearest_opcode_distance(
+            _graphs(ds, kernels[novel_kernels]), _graphs(ds, seen)
+        )
+    distance = distance[where]
+    novel = novel_kernels[where]
+    parts = [
         ("unseen", np.isin(rows.kernel, split.test)),
         ("structure_novel", novel),
+        *(
+            (key, novel & (distance >= low) & (distance <= (np.inf if high is None else high)))
+            for key, low, high, _ in DISTANCE_BANDS
+        ),
         ("by_others", np.isin(rows.family, WRITTEN_BY_OTHERS)),
-    )
+    ]
     for name, keep in parts:
-        result[name] = metrics.runtime_metrics(
-            pred[keep], true[keep], rows.program_id[keep], rows.family[keep]
-        )
-        result[name]["median_ape"] = metrics.median_ape(pred[keep], true[keep])
+        result[name] = _part_metrics(pred, true, rows, keep)
     _, first = np.unique(rows.program_id, return_index=True)
     families, counts = np.unique(rows.family[first], return_counts=True)
     result["n_programs_by_family"] = {str(f): int(c) for f, c in zip(families, counts, strict=True)}
@@ -583,6 +667,24 @@ def evaluate_models(
         m: evaluate_split(dataset, parts, load_method(model_dir, m, dataset.features, where).predict)
         for m in methods
     }
+
+
+def rescore(model_dir: str | Path, dataset: KernelDataset) -> dict[str, Any]:
+    """Score the saved methods of an experiment folder again (`evaluate_models`) and write their
+    results into its ``evaluation.json``, everything else kept: today's figures of the same models
+    on the same split, no retraining. ValueError when the data set does not give the split's
+    recorded test part (kernels and programs)."""
+    path = Path(model_dir) / EVALUATION_FILE
+    report = read_json_object(path)
+    parts = kernel_data.split(dataset, report["split"])
+    if (report["test_kernels"], report["test_programs"]) != (len(parts.test), len(parts.test_ids)):
+        raise ValueError(
+            f"{path} was scored on {report['test_kernels']} test kernels of {report['test_programs']} programs; "
+            f"this data set's {report['split']} split has {len(parts.test)} of {len(parts.test_ids)}"
+        )
+    report["results"] = evaluate_models(model_dir, dataset, report["split"], list(report["results"]))
+    write_json_atomic(path, report)
+    return report
 
 
 def _number(x: float) -> float | None:

@@ -9,10 +9,13 @@ scored whole, since none of it was trained on.
 `evaluate_new_families` scores every saved method of a model folder on every program of such a
 data set, in the columns of `tpucost.experiments.kernel_experiments.HeldOutRows` (all rows,
 unseen kernels, structure-novel kernels, families written by others) and per family. Beside the
-methods as they are, each network is also scored *calibrated by family*: every family's rows
-corrected by today's per-kind correction (`tpucost.experiments.calibration.fit_correction`)
-fitted on the kernels of the other new families (kernels a family's own programs ran left out),
-which is what `calibrate` does for a learner's machine, here with other people's code.
+methods as they are, each network is also scored *corrected on sibling families* (named
+``<network>-calibrated``, `CALIBRATED_SUFFIX`): every family's rows corrected by today's per-kind
+correction (`tpucost.experiments.calibration.fit_correction`) fitted on the labels of the kernels
+of the OTHER new families (kernels a family's own programs ran left out), so keras_resnet's
+correction corrects keras_resnet_v2. That is not what `calibrate` does: `calibrate` fits on a
+learner's own measurements on their machine. This column says how far a correction fitted on some
+families of other people's code carries to their siblings.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from tpucost.method.tasks.kernel import FITTED_FILES, METHODS, load_method
 
 __all__ = ["CALIBRATED_SUFFIX", "evaluate_new_families", "calibrated_by_family"]
 
-#: The name of a network calibrated by family, after the network's name.
+#: The name of a network corrected on sibling families (`calibrated_by_family`), after the network's name.
 CALIBRATED_SUFFIX = "-calibrated"
 
 

@@ -21,10 +21,21 @@ from tpucost.experiments.autotune import reports as autotune_reports
 from tpucost.experiments.autotune.protocol import ARMS as ARM_ORDER
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import tile as tile_data
-from tpucost.experiments.kernel_experiments import EVALUATION_FILE, LEARNING_CURVE_FILE, LEAVE_GROUP_OUT_FILE
+from tpucost.experiments.kernel_experiments import (
+    DISTANCE_BANDS,
+    EVALUATION_FILE,
+    LEARNING_CURVE_FILE,
+    LEAVE_GROUP_OUT_FILE,
+)
 from tpucost.files import read_json_object
 from tpucost.method import checkpoint
-from tpucost.method.metrics import THRESHOLD_NS
+from tpucost.method.metrics import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    THRESHOLD_NS,
+    bootstrap_medians,
+    percentile_interval,
+)
 from tpucost.method.tasks.kernel import METHODS
 
 __all__ = [
@@ -42,6 +53,9 @@ __all__ = [
     "NOVELTY_PARTS",
     "BY_OTHERS_PART",
     "novelty_parts",
+    "DISTANCE_PARTS",
+    "MIN_PROGRAMS_TO_BOLD",
+    "part_evidence",
     "whole_program_table",
     "tile_results_table",
     "autotune_results_table",
@@ -103,14 +117,81 @@ def _part(result: Mapping[str, Any], key: str | None) -> Mapping[str, Any]:
     return result if key is None else result[key]
 
 
+#: The structure-novel rows by distance to the nearest seen kernel
+#: (`kernel_experiments.DISTANCE_BANDS`): parts of Table 2 by novelty where a result has them.
+DISTANCE_PARTS: tuple[tuple[str, str], ...] = tuple(
+    (key, f"structure-novel, {label} from a seen kernel") for key, _, _, label in DISTANCE_BANDS
+)
+
+
 def novelty_parts(result: Mapping[str, Any]) -> tuple[tuple[str | None, str], ...]:
     """The parts of Table 2 by novelty that one method's `kernel_experiments.evaluate_split` result
-    has rows in: `NOVELTY_PARTS`, with `BY_OTHERS_PART` before all rows when some test programs
+    has rows in: `NOVELTY_PARTS`, with the parts of `DISTANCE_PARTS` after the structure-novel rows
+    where the result has them, and `BY_OTHERS_PART` before all rows when some test programs
     are of families written by others."""
-    key = BY_OTHERS_PART[0]
-    if not result.get(key, {}).get("n_kernels"):
-        return NOVELTY_PARTS
-    return (*NOVELTY_PARTS[:-1], BY_OTHERS_PART, NOVELTY_PARTS[-1])
+    bands = tuple(p for p in DISTANCE_PARTS if p[0] in result)
+    parts = (NOVELTY_PARTS[0], *bands, *NOVELTY_PARTS[1:-1])
+    if result.get(BY_OTHERS_PART[0], {}).get("n_kernels"):
+        parts = (*parts, BY_OTHERS_PART)
+    return (*parts, NOVELTY_PARTS[-1])
+
+
+#: A part's winner is bolded only where its MAPE >= 5 us rests on at least this many programs.
+MIN_PROGRAMS_TO_BOLD = 3
+
+
+def part_evidence(
+    results: Mapping[str, Mapping[str, Any]],
+    key: str | None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """What one part's MAPE >= 5 us of each method rests on, and whether it names a winner.
+
+    Args:
+      results: `kernel_experiments.evaluate_split` results by method, with
+        ``"per_program_ge5us"`` in each part (`tpucost.method.metrics.program_mapes_ge5us`).
+      key: the part (a key of the results, None for all rows).
+
+    Returns:
+      ``{"rows": rows >= 5 us, "programs": programs with such rows, "all_rows": every row of the
+      part, "interval": {method: (low, high)}, "best": the method of the lowest MAPE >= 5 us or
+      None, "winner": best or None}``. The interval is the 95% percentile interval of the median
+      over programs of each program's MAPE >= 5 us, the programs resampled with replacement
+      (``resamples`` draws, ``seed``; `tpucost.method.metrics.bootstrap_medians`): the headline
+      recomputed on each resample. The same draws serve every method, so the differences are
+      paired: ``winner`` is ``best`` only where, against every other method, the 95% interval of
+      (other's MAPE - best's MAPE) over the draws lies above 0, and the part rests on at least
+      `MIN_PROGRAMS_TO_BOLD` programs; otherwise None (no bold).
+    """
+    methods = list(results)
+    first = _part(results[methods[0]], key)
+    evidence = first.get("per_program_ge5us") or {"program": [], "rows": []}
+    out: dict[str, Any] = {
+        "rows": int(sum(evidence["rows"])),
+        "programs": len(evidence["program"]),
+        "all_rows": int(first.get("n_kernels", 0)),
+        "interval": {},
+        "best": None,
+        "winner": None,
+    }
+    scored = []
+    for m in methods:
+        mine = _part(results[m], key).get("per_program_ge5us")
+        if mine and mine["program"] == evidence["program"] and len(mine["program"]):
+            scored.append(m)
+    if not scored:
+        return out
+    values = np.asarray([_part(results[m], key)["per_program_ge5us"]["mape"] for m in scored])
+    medians = bootstrap_medians(values, resamples, seed)
+    low, high = percentile_interval(medians)
+    out["interval"] = {m: (float(low[i]), float(high[i])) for i, m in enumerate(scored)}
+    best = int(np.argmin(np.median(values, axis=1)))
+    out["best"] = scored[best]
+    gaps = np.delete(medians, best, axis=1) - medians[:, [best]]
+    if gaps.shape[1] and out["programs"] >= MIN_PROGRAMS_TO_BOLD and np.all(percentile_interval(gaps)[0] > 0):
+        out["winner"] = scored[best]
+    return out
 
 
 #: Columns of `table2_frame`, after the paper's Table 2.
@@ -166,33 +247,71 @@ def _heads(frame: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(frame.columns.get_level_values(0)))
 
 
+def _cell(result: Mapping[str, Any], key: str | None, evidence: Mapping[str, Any], method: str) -> str:
+    """``MAPE >=5us [95% interval] / MAPE <5us / tau`` of one method on one part, the MAPE in bold
+    where it is the part's winner (`part_evidence`)."""
+    part = _part(result, key)
+    values = [part.get(k) for k in ("mape_ge5us", "mape_lt5us", "kendall_median")]
+    ok = [v is not None and np.isfinite(v) for v in values]
+    mape = "-" if not ok[0] else f"{values[0]:.1f}"
+    if ok[0] and method in evidence["interval"]:
+        low, high = evidence["interval"][method]
+        mape = f"{_bold(mape, evidence['winner'] == method)} [{low:.1f}-{high:.1f}]"
+    lt = "-" if not ok[1] else f"{values[1]:.1f}"
+    tau = "-" if not ok[2] else f"{values[2]:.3f}"
+    return f"{mape} / {lt} / {tau}"
+
+
+def _evidence_cell(evidence: Mapping[str, Any]) -> str:
+    """The rows and programs one part's MAPE >= 5 us rests on, and the part's rows in all."""
+    return f"{evidence['rows']:,} rows >=5us in {evidence['programs']} programs (of {evidence['all_rows']:,} rows)"
+
+
 def _novelty_rows(
-    results: Mapping[str, Mapping[str, Any]], lead: list[str], trail: list[str] | None = None
+    results: Mapping[str, Mapping[str, Any]],
+    parts: tuple[tuple[str | None, str], ...],
+    lead: list[str],
+    trail: list[str] | None = None,
 ) -> list[str]:
-    """One row per method of `tasks.kernel.METHODS` in ``results``, the lowest structure-novel
-    MAPE (kernels >= 5 us) in bold; ``lead`` fills the first cells of the first row, ``trail`` its last."""
+    """One row per method of `tasks.kernel.METHODS` in ``results`` on each of ``parts``: MAPE >= 5 us
+    with its bootstrap 95% interval (in bold where `part_evidence` names that method the winner),
+    MAPE < 5 us and Kendall tau; then one row of the rows and programs each MAPE >= 5 us rests on.
+    ``lead`` fills the first cells of the first row, ``trail`` its last."""
     trail = trail or []
     methods = [m for m in METHODS if m in results]
-    best = min(methods, key=lambda m: results[m]["structure_novel"]["mape_ge5us"])
-    frame = table2_by_novelty({m: results[m] for m in methods})
+    ordered = {m: results[m] for m in methods}
+    evidence = {key: part_evidence(ordered, key) for key, _ in parts}
     rows = []
     for i, m in enumerate(methods):
-        cells = [_figures(frame.loc[m, head]) for head in _heads(frame)]
+        cells = [_cell(results[m], key, evidence[key], m) for key, _ in parts]
         edge = (lead, trail) if i == 0 else ([""] * len(lead), [""] * len(trail))
-        rows.append(_row([*edge[0], _bold(m, m == best), *cells, *edge[1]]))
+        rows.append(_row([*edge[0], m, *cells, *edge[1]]))
+    counts = [_evidence_cell(evidence[key]) for key, _ in parts]
+    rows.append(_row([*([""] * len(lead)), "MAPE >=5us rests on", *counts, *([""] * len(trail))]))
     return rows
 
 
+#: How the result tables' MAPE >= 5 us intervals and bold are made, for their captions.
+EVIDENCE_NOTE = (
+    f"MAPE >=5us is the median over programs of each program's MAPE on its rows >= 5 us; in brackets its "
+    f"bootstrap 95% interval ({BOOTSTRAP_RESAMPLES:,} resamples of those programs with replacement, seed "
+    f"{BOOTSTRAP_SEED}). Bold: the lowest MAPE of a part where the paired bootstrap 95% interval of every "
+    f"other method's MAPE minus it lies above 0 (and the part rests on >= {MIN_PROGRAMS_TO_BOLD} programs); "
+    "no bold: the intervals name no winner."
+)
+
+
 def novelty_table(results: Mapping[str, Mapping[str, Any]]) -> str:
-    """Table 2 by novelty in Markdown (`table2_by_novelty`), from `kernel_experiments.evaluate_split`
-    results by method (an ``evaluation.json``'s ``"results"``): per method, the structure-novel test
-    rows (no training kernel has their opcode graph at any shape), the unseen ones (no training
-    program ran that kernel: mostly training structures at other shapes), the rows of programs
-    written by others where there are any (`novelty_parts`) and every row of the test programs."""
-    heads = _heads(table2_by_novelty(results))
-    return "\n".join(
-        [*_header(["method", *(f"{h}: MAPE >=5us / <5us / tau" for h in heads)]), *_novelty_rows(results, [])]
-    )
+    """Table 2 by novelty in Markdown, from `kernel_experiments.evaluate_split` results by method (an
+    ``evaluation.json``'s ``"results"``): per method, the structure-novel test rows (no seen kernel,
+    training or validation, has their opcode graph at any shape), the same by distance to the nearest
+    seen kernel, the unseen ones (no training program ran that kernel: mostly training structures at
+    other shapes), the rows of programs written by others where there are any (`novelty_parts`) and
+    every row of the test programs. Each MAPE >= 5 us has its bootstrap interval over programs and the
+    last row the rows and programs it rests on; bold as `part_evidence` says (`EVIDENCE_NOTE`)."""
+    parts = novelty_parts(next(iter(results.values())))
+    heads = [f"{label}: MAPE >=5us [95% interval] / <5us / tau" for _, label in parts]
+    return "\n".join([*_header(["method", *heads]), *_novelty_rows(results, parts, [])])
 
 
 #: The columns of `new_families_table`: (key of `kernel_experiments.COLUMNS`, label).
@@ -347,8 +466,9 @@ def _split_tables(report: dict[str, Any]) -> str:
         f"{report['test_programs']} programs; {report['train_kernels']} train / {report['val_kernels']} "
         f"validation / {report['test_kernels']} test kernels",
         "",
-        "The headline is the structure-novel rows (no training kernel has their opcode graph), then the",
-        "unseen rows (no training program ran the kernel), then every row of the test programs:",
+        "The headline is the structure-novel rows (no training or validation kernel has their opcode",
+        "graph), then the same by distance to the nearest seen kernel, the unseen rows (no training program",
+        "ran the kernel), then every row of the test programs. " + EVIDENCE_NOTE,
         "",
         novelty_table(report["results"]),
     ]
@@ -509,27 +629,30 @@ def checkpoint_tables(checkpoints_dir: str | os.PathLike | None = None) -> str:
 def kernel_results_table(
     checkpoints_dir: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None
 ) -> str:
-    """Table 2 of each split by novelty (`novelty_table`; ``kernel-<split>/evaluation.json``,
-    written by ``python -m tpucost train --task kernel``), the best structure-novel MAPE of each
-    split in bold. The last row is the data set's noise floor: the mean (and median) relative
-    difference between two measurements of the re-measured kernels, at least and under 5 us
-    (``noise.json``, ``python -m tpucost data noise``), the statistic of a MAPE."""
+    """Table 2 of each split by novelty (`novelty_table`'s rows; ``kernel-<split>/evaluation.json``,
+    written by ``python -m tpucost train --task kernel`` and re-scored by `kernel_experiments.evaluate_models`):
+    the structure-novel rows, the same by distance to the nearest seen kernel, the unseen rows and
+    all rows; each MAPE >= 5 us with its bootstrap 95% interval over programs, a row of the rows and
+    programs it rests on, the winner of a part in bold only where the paired bootstrap says so
+    (`part_evidence`, `EVIDENCE_NOTE`). The last row is the data set's noise floor: the mean (and
+    median) relative difference between two measurements of the re-measured kernels, at least and
+    under 5 us (``noise.json``, ``python -m tpucost data noise``), the statistic of a MAPE."""
     reports = {
-        split: read_json_object(_root(checkpoints_dir) / f"kernel-{split}" / EVALUATION_FILE)["results"]
+        split: read_json_object(_root(checkpoints_dir) / f"kernel-{split}" / EVALUATION_FILE)
         for split in kernel_data.SPLITS
     }
-    labels = [f"{label}: MAPE >=5us / <5us / tau" for _, label in NOVELTY_PARTS]
-    lines = _header(["split", "method", *labels, "rows (structure-novel / unseen / all); test programs"])
-    for split, results in reports.items():
-        first = next(iter(results.values()))
-        counts = " / ".join(f"{_part(first, key)['n_kernels']:,}" for key, _ in NOVELTY_PARTS)
-        lines += _novelty_rows(results, [split], [f"{counts}; {first['n_programs']}"])
+    parts = (NOVELTY_PARTS[0], *DISTANCE_PARTS, *NOVELTY_PARTS[1:])
+    labels = [f"{label}: MAPE >=5us [95% interval] / <5us / tau" for _, label in parts]
+    lines = _header(["split", "method", *labels, "test programs"])
+    for split, report in reports.items():
+        lines += _novelty_rows(report["results"], parts, [split], [str(report["test_programs"])])
     noise = read_json_object(Path(data_dir or kernel_data.default_data_dir()) / "noise.json")
     cells = []
     for long in (True, False):
         rel = [r["rel_diff"] for r in noise["rows"] if (r["stored_ns"] >= THRESHOLD_NS) == long]
         cells.append(f"mean {100 * float(np.mean(rel)):.1f} (median {100 * float(np.median(rel)):.1f})")
-    lines.append(_row(["", "noise floor (re-measurement), >=5us / <5us", " / ".join(cells), "", "", ""]))
+    floor = ["", "noise floor (re-measurement), >=5us / <5us", " / ".join(cells)]
+    lines.append(_row([*floor, *([""] * (len(parts) - 1)), ""]))
     return "\n".join(lines)
 
 

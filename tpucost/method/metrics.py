@@ -44,6 +44,11 @@ __all__ = [
     "program_total_ape",
     "kendall_tau",
     "runtime_metrics",
+    "program_mapes_ge5us",
+    "BOOTSTRAP_RESAMPLES",
+    "BOOTSTRAP_SEED",
+    "bootstrap_medians",
+    "percentile_interval",
     "error_by_kind",
     "TOP_K",
     "top_k_slowdown",
@@ -213,6 +218,64 @@ def runtime_metrics(pred_ns: Any, true_ns: Any, program_ids: Any, families: Any 
             str(f): _metrics(p[ok][f_ok == f], t[ok][f_ok == f], prog[ok][f_ok == f]) for f in np.unique(f_ok)
         }
     return out
+
+
+def program_mapes_ge5us(pred_ns: Any, true_ns: Any, program_ids: Any) -> dict[str, Any]:
+    """The evidence behind `runtime_metrics`' ``mape_ge5us``: per program with a kernel of at
+    least 5 us (kernels dropped as `runtime_metrics` drops them), its rows of at least 5 us and
+    their MAPE (percent).
+
+    Returns:
+      ``{"program": [str], "rows": [int], "mape": [float]}``, programs in sorted order; the median
+      of ``"mape"`` is ``mape_ge5us`` and the sum of ``"rows"`` the rows it rests on.
+    """
+    p, t = _arrays(pred_ns, true_ns)
+    prog = np.asarray(program_ids).astype(str).reshape(-1)
+    if prog.shape != p.shape:
+        raise ValueError(f"got {prog.shape[0]} program ids for {p.shape[0]} kernels")
+    keep = np.isfinite(p) & np.isfinite(t) & (t >= THRESHOLD_NS)
+    out: dict[str, Any] = {"program": [], "rows": [], "mape": []}
+    for pid in np.unique(prog[keep]):
+        m = keep & (prog == pid)
+        out["program"].append(str(pid))
+        out["rows"].append(int(m.sum()))
+        out["mape"].append(mape(p[m], t[m]))
+    return out
+
+
+#: Resamples and seed of the bootstrap intervals over programs the result tables print.
+BOOTSTRAP_RESAMPLES = 2_000
+BOOTSTRAP_SEED = 0
+
+
+def bootstrap_medians(
+    values: Any, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> np.ndarray:
+    """The median over programs, recomputed on resamples of the programs (drawn with replacement).
+
+    Args:
+      values: float[m, P] (or float[P]): m methods' per-program values (e.g. each program's MAPE of
+        `program_mapes_ge5us`) on the same P programs, in the same order.
+      resamples: how many resamples of the P programs.
+      seed: the seed of the draws (`numpy.random.default_rng`).
+
+    Returns:
+      float64[resamples, m]: for each resample, each method's median over the P programs drawn.
+      Every method sees the same draw, so differences between columns are paired.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[None] if v.ndim == 1 else v
+    if v.shape[1] == 0:
+        raise ValueError("no programs to resample")
+    draws = np.random.default_rng(seed).integers(0, v.shape[1], size=(resamples, v.shape[1]))
+    return np.median(v[:, draws], axis=2).T
+
+
+def percentile_interval(samples: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The central ``level`` percentile interval of bootstrap ``samples`` (float[resamples, ...]) along
+    the first axis: (low, high), the (1 - level) / 2 and (1 + level) / 2 quantiles."""
+    s = np.asarray(samples, dtype=np.float64)
+    return np.quantile(s, (1 - level) / 2, axis=0), np.quantile(s, (1 + level) / 2, axis=0)
 
 
 def error_by_kind(pred_ns: Any, true_ns: Any, kinds: Sequence[str] | np.ndarray) -> pd.DataFrame:
