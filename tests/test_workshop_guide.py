@@ -58,3 +58,24 @@ def test_a_record_is_refused_for_smoke_runs_and_a_code_change_is_seen(tmp_path):
     prose.cells[0].source += " (prose)"  # a markdown edit keeps the record valid
     nbformat.write(prose, tmp_path / "prose.ipynb")
     assert workshop_times.code_hash(tmp_path / "prose.ipynb") == workshop_times.code_hash(source)
+
+
+def test_a_long_cell_can_be_skipped_and_says_how_long_it_took():
+    from tpucost import files
+
+    rec = json.loads(workshop_times.RECORD.read_text())
+    shipped = json.loads(workshop_times.LONG_CELLS.read_text())
+    assert shipped["cells"] == rec["long_cells"] and shipped["started"] == rec["notebooks"][0]["started"]
+    tagged = [
+        (path.name, cell)
+        for path in sorted((ROOT / "notebooks").glob("0*.ipynb"))
+        for cell in nbformat.read(path, as_version=4).cells
+        if "long" in cell.get("metadata", {}).get("tags", [])
+    ]
+    assert len(tagged) >= 2
+    for name, cell in tagged:
+        assert cell.source.startswith("if SKIP_LONG_CELLS:"), name
+        line = files.skipped_cell(name, cell["id"])
+        seconds = shipped["cells"][f"{name}#{cell['id']}"]
+        assert f"it took {seconds:.0f} s in the recorded make demo" in line and rec["device"] in line
+    assert "no recorded time" in files.skipped_cell("01_hlo_and_kernels.ipynb", "no-such-cell")

@@ -36,6 +36,7 @@ __all__ = [
     "read_npz",
     "bundled_dir",
     "missing_bundled_hint",
+    "skipped_cell",
     "cache_dir",
     "check_array",
     "check_offsets",
@@ -130,6 +131,28 @@ def bundled_dir() -> Path:
     if override:
         return Path(override)
     return Path(str(importlib.resources.files("tpucost") / "bundled"))
+
+
+#: Seconds of the notebooks' cells a workshop can skip (tagged ``long``) in the recorded `make demo`
+#: (written by tools/workshop_times.py with docs/results/demo.json).
+LONG_CELLS_FILE = "long_cells.json"
+
+
+def skipped_cell(notebook: str, cell_id: str) -> str:
+    """The line a notebook prints for a long cell it skipped: how long the cell took in the recorded
+    `make demo`, on which device (``notebook``: ``"03_train_cost_model.ipynb"``, ``cell_id``: the
+    cell's id), or that it has no record."""
+    try:
+        record = read_json_object(bundled_dir() / LONG_CELLS_FILE, "the recorded long cells")
+    except (OSError, ValueError):
+        record = {"cells": {}}
+    seconds = record["cells"].get(f"{notebook}#{cell_id}")
+    if seconds is None:
+        return "skipped (SKIP_LONG_CELLS = True); this cell has no recorded time"
+    return (
+        f"skipped (SKIP_LONG_CELLS = True): it took {seconds:.0f} s in the recorded make demo "
+        f"({record['started']}, on {record['device']}); set SKIP_LONG_CELLS = False to run it"
+    )
 
 
 def missing_bundled_hint(path: Path) -> str:
