@@ -445,7 +445,9 @@ def test_a_loss_beyond_the_floor_reads_worse_and_a_live_floor_is_at_least_the_bu
         return next(line for line in lines if "vs device-only, equal device seconds" in line)
 
     line = device_only(autotune.findings(report))
-    assert "-4.0%" in line and "worse by more than this run's 2.0% noise floor" in line and "below" not in line
+    assert (
+        "-4.0%" in line and "worse by more than this run's 2.0% noise floor" in line and "below" not in line
+    )
     # the bundled experiment of the same program measured a 5% floor: -4% is inside it, not a loss
     line = device_only(autotune.findings(report, _report("example:a", noise=0.05)))
     assert "inside the bundled experiment's 5.0% noise floor" in line

@@ -215,7 +215,15 @@ def test_training_kernels_are_left_out_of_the_fit_and_the_errors():
 
 def test_cross_fitting_is_by_family():
     """Each family runs at its own speed: a family's offset learned from its own kernels would
-    remove its error; fitted on the other families only, an error remains."""
+    remove its error; fitted on the other families only, an error remains.
+
+    The expected errors, by hand: families f0-f3 run 1.5x, 2x, 3x, 4x slower than predicted, ten
+    kernels each. Left out one at a time, the global offset is the median of the other thirty
+    ratios: 3x for f0 and f1 (others 2, 3, 4 and 1.5, 3, 4), 2x for f2 and f3 (1.5, 2, 4 and 1.5,
+    2, 3), so the APEs are |3/1.5 - 1| = 100%, |3/2 - 1| = 50%, |2/3 - 1| = 33.3%, |2/4 - 1| = 50%:
+    median 50%. Folded by program halves (p0, p2, p4, p6 against p1, p3, p5, p7) each half holds
+    five kernels of every family, so its offset is the median of 1.5, 2, 3, 4 (five each):
+    sqrt(2 * 3), the same as fitted on all forty kernels in-sample."""
     n = 40
     families = [f"f{i // 10}" for i in range(n)]  # four families of two programs each
     programs = [f"p{i // 5}" for i in range(n)]
@@ -226,16 +234,39 @@ def test_cross_fitting_is_by_family():
     by_family = calibration.cross_fitted_errors(predicted, cal, "global")
     by_program = calibration.cross_fitted_errors(predicted, dataclasses.replace(cal, families=[]), "global")
     assert by_family["folds"] == "family" and by_program["folds"] == "program halves"
-    assert by_family["median_ape_after"] > 20.0  # no family is corrected by its own offset
-    assert by_program["median_ape_after"] < by_family["median_ape_after"]  # halves share families: a leak
+    assert by_family["median_ape_after"] == pytest.approx(50.0)  # no family is corrected by its own offset
+    # halves share families, a leak: every kernel gets sqrt(6), as from the median of all forty; the
+    # four APEs, ten rows each: the median of forty is the mean of the middle two
+    in_sample = np.sqrt(2.0 * 3.0)
+    apes = sorted(100 * abs(in_sample / f - 1) for f in factor.values())
+    assert by_program["median_ape_after"] == pytest.approx((apes[1] + apes[2]) / 2)
+    assert by_program["median_ape_after"] < by_family["median_ape_after"]
 
 
 @pytest.mark.slow
 def test_the_bundled_models_training_kernels_are_known():
+    """Against what training saved in each checkpoint's evaluation.json (written when the models were
+    trained, not recomputed here): its number of training kernels, of the others (validation and
+    test), and, for the hard split, its test families, which share no kernel with training."""
     ds = kernel_data.load_kernel_dataset()
+    assert len(set(ds.kernel_hash.tolist())) == len(ds)  # one kernel per hash: counts compare as sets
     for split in kernel_data.SPLITS:
-        hashes = calibration.training_kernel_hashes(kernel_task.default_model_dir(split))
-        assert hashes == set(ds.kernel_hash[kernel_data.split(ds, split).train].tolist())
+        model_dir = kernel_task.default_model_dir(split)
+        saved = json.loads((model_dir / "evaluation.json").read_text())
+        hashes = calibration.training_kernel_hashes(model_dir)
+        assert saved["split"] == split and saved["kernels"] == len(ds)
+        assert hashes <= set(ds.kernel_hash.tolist())
+        assert len(hashes) == saved["train_kernels"], split
+        assert len(ds) - len(hashes) == saved["val_kernels"] + saved["test_kernels"], split
+        if split == "hard":  # held out first: no kernel a test-family program ran is a training kernel
+            test_families = sorted(saved["results"]["gnn"]["per_family"])
+            assert len(test_families) >= 2
+            held_out = np.isin(ds.source_family.astype(str), test_families)
+            ran = set(
+                zip(ds.source_program_id[held_out].tolist(), ds.source_kernel[held_out].tolist(), strict=True)
+            )
+            assert len(ran) == saved["results"]["gnn"]["n_kernels"]  # every (program, kernel) row they scored
+            assert not {ds.kernel_hash[k] for _, k in ran} & hashes
     assert calibration.training_kernel_hashes("/nonexistent") is None
 
 

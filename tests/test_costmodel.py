@@ -47,21 +47,25 @@ def test_training_writes_every_method_and_evaluates_on_test(tiny, trained):
         result = saved["results"][method]
         assert result["n_kernels"] == len(rows.kernel) and result["n_programs"] == len(split.test_ids)
         assert result["unseen"]["n_kernels"] == np.isin(rows.kernel, split.test).sum() > 0
-        novel = kernel_data.structure_novel(tiny, rows.kernel, split.train)
-        assert result["structure_novel"]["n_kernels"] == novel.sum() <= result["unseen"]["n_kernels"]
-        assert not (novel & ~np.isin(rows.kernel, split.test)).any()  # a training kernel is never novel
+        # a training kernel is never novel (the exact counts: the hand-built graphs of
+        # test_evaluate_split_counts_the_structure_novel_rows_of_hand_built_graphs)
+        assert result["structure_novel"]["n_kernels"] <= (~np.isin(rows.kernel, split.train)).sum()
         assert sum(result["n_programs_by_family"].values()) == len(split.test_ids)
 
 
-def _three_test_programs(runtime_ns: dict[str, float] | None = None):
+def _three_test_programs(runtime_ns: dict[str, float] | None = None, b_is_a_reshaped: bool = False):
     """A data set of kernels s, a, b, c, e (1000 ns each, or ``runtime_ns``) run by three programs,
     p0 (mlp: s, a; training), p1 (unet: s, b) and p2 (jraph_gnn: s, c, e), its split, and a model
-    whose prediction is the runtime times 1 + APE / 100 of `APE`."""
+    whose prediction is the runtime times 1 + APE / 100 of `APE`. The five graphs have 3 to 7
+    nodes, so no two share an opcode graph; with ``b_is_a_reshaped``, b is a's opcode graph with
+    other node features (a's fusion at another shape: not structure-novel)."""
     runtime_ns = {"s": 1000.0, "a": 1000.0, "b": 1000.0, "c": 1000.0, "e": 1000.0, **(runtime_ns or {})}
     rng = np.random.default_rng(0)
     s, a, b, c, e = (
         rand_graph(rng, n)._replace(name=name) for n, name in zip((3, 4, 5, 6, 7), "sabce", strict=True)
     )
+    if b_is_a_reshaped:
+        b = a._replace(node_features=a.node_features + 1.0, name="b")
     meta = {
         "form": "forward",
         "configuration": "default",
@@ -119,6 +123,21 @@ def test_evaluate_split_scores_every_kernel_each_test_program_ran():
     others = r["by_others"]
     assert (others["n_kernels"], others["n_programs"]) == (3, 1)
     assert (others["mape_lt5us"], others["median_ape"]) == pytest.approx((50.0, 40.0))
+
+
+def test_evaluate_split_counts_the_structure_novel_rows_of_hand_built_graphs():
+    """Novelty known by construction: the training program p0 ran s and a; b is a at another shape
+    (unseen, same opcode graph), c and e have more nodes than any training kernel (structure-novel).
+    Rows: p1 (s, b), p2 (s, c, e)."""
+    ds, split, predict = _three_test_programs(b_is_a_reshaped=True)
+    r = kernel_experiments.evaluate_split(ds, split, predict)
+    assert (r["n_kernels"], r["unseen"]["n_kernels"]) == (5, 3)  # b, c, e unseen
+    assert (r["structure_novel"]["n_kernels"], r["structure_novel"]["n_programs"]) == (2, 1)  # c, e in p2
+    assert r["structure_novel"]["median_ape"] == pytest.approx((APE["c"] + APE["e"]) / 2)
+    assert r["structure_novel"]["mape_lt5us"] == pytest.approx((APE["c"] + APE["e"]) / 2)  # p2's mean
+    # the same data with b a new graph of five nodes: three structure-novel rows in two programs
+    r = kernel_experiments.evaluate_split(*_three_test_programs())
+    assert (r["structure_novel"]["n_kernels"], r["structure_novel"]["n_programs"]) == (3, 2)
 
 
 def test_family_errors_score_each_test_family_and_say_which_way_it_errs():
@@ -414,16 +433,67 @@ def test_the_checkpoints_readme_tables_are_what_experiment_tables_prints():
     assert not missing, missing[:3]
 
 
+#: A loop fusion (add, then multiply) over SHAPE, with its two parameters listed in ORDER.
+FUSION_HLO = """HloModule m
+
+fused {
+  ORDER
+  add.1 = SHAPE add(p0, p1)
+  ROOT multiply.1 = SHAPE multiply(add.1, p1)
+}
+
+ENTRY main {
+  a = SHAPE parameter(0)
+  b = SHAPE parameter(1)
+  ROOT fusion = SHAPE fusion(a, b), kind=kLoop, calls=fused
+}
+"""
+PARAMETERS = ("p0 = SHAPE parameter(0)", "p1 = SHAPE parameter(1)")
+
+
+def _fusion_graph(shape: str = "f32[8,16]", swapped: bool = False) -> features.KernelGraph:
+    """The one kernel of `FUSION_HLO` at ``shape`` (its parameters listed in swapped order: the same
+    computation, its nodes numbered differently)."""
+    order = "\n  ".join(PARAMETERS[::-1] if swapped else PARAMETERS)
+    (kernel,) = kernels.decompose(
+        hlo.parse_module(FUSION_HLO.replace("ORDER", order).replace("SHAPE", shape))
+    )
+    return features.featurize(kernel)
+
+
 def test_structure_hash_ignores_shapes_and_structure_novel_needs_a_new_graph():
-    rng = np.random.default_rng(3)
-    g = rand_graph(rng, 5)
-    reshaped = g._replace(node_features=g.node_features * 2.0, name="other")
-    rewired = g._replace(senders=g.senders[::-1].copy())
-    assert kernel_data.structure_hash(g) == kernel_data.structure_hash(reshaped)
-    assert kernel_data.kernel_hash(g, "cpu") != kernel_data.kernel_hash(reshaped, "cpu")
-    assert kernel_data.structure_hash(g) != kernel_data.structure_hash(g._replace(kind="other"))
-    if not np.array_equal(rewired.senders, g.senders):
-        assert kernel_data.structure_hash(g) != kernel_data.structure_hash(rewired)
+    """The stated choice (`kernel_data.structure_hash`: "opcodes, edges and kind; shapes and
+    attributes aside"): another element type or rank of the same fusion is the same opcode graph,
+    a kernel_hash apart; another kind or other edges is another graph."""
+    g = _fusion_graph()
+    assert g.num_nodes == 4 and g.num_edges == 4  # the two parameters, add, multiply
+    for other in ("bf16[8,16]", "s32[8,16]", "f32[2,4,16]", "f32[128]"):  # element type, rank
+        changed = _fusion_graph(other)
+        assert np.array_equal(changed.opcodes, g.opcodes) and not np.array_equal(
+            changed.node_features, g.node_features
+        ), other
+        assert kernel_data.structure_hash(changed) == kernel_data.structure_hash(g), other
+        assert kernel_data.kernel_hash(changed, "cpu") != kernel_data.kernel_hash(g, "cpu"), other
+    assert kernel_data.structure_hash(g) != kernel_data.structure_hash(g._replace(kind="kInput"))
+    # add(p0, p1) -> multiply(add, p0): the edge from p1 to multiply now leaves p0
+    mul, p0, p1 = g.num_nodes - 1, 0, 1
+    moved = (g.senders == p1) & (g.receivers == mul)
+    assert moved.sum() == 1
+    rewired = g._replace(senders=np.where(moved, p0, g.senders).astype(np.int32))
+    assert kernel_data.structure_hash(rewired) != kernel_data.structure_hash(g)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="structure_hash hashes the nodes in HLO order, so the same fusion with its instructions "
+    "listed in another order counts as another opcode graph (issue 52, reported; strict: remove "
+    "this mark once the hash is invariant)",
+)
+def test_structure_hash_is_invariant_to_the_order_of_the_nodes():
+    g, swapped = _fusion_graph(), _fusion_graph(swapped=True)
+    assert sorted(g.opcodes.tolist()) == sorted(swapped.opcodes.tolist())
+    assert not np.array_equal(g.opcodes, swapped.opcodes) or not np.array_equal(g.senders, swapped.senders)
+    assert kernel_data.structure_hash(swapped) == kernel_data.structure_hash(g)
 
 
 def test_constant_baseline_is_the_median_of_each_kind_in_log_space():

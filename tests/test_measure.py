@@ -120,6 +120,11 @@ def test_labels_and_missing_cover_all_kernels(mlp_measurement, monkeypatch):
     assert "never_ran.7" not in m2.runtime_ns
 
 
+#: How far summed labels of disjoint kernels may exceed the run's span: the rounding of the trace's
+#: timestamps, not noise (1% of the convolution's 1.3 ms run is 13 us).
+SPAN_ROUNDING = 0.01
+
+
 @pytest.mark.quiet
 def test_conv_labels_add_up_to_the_run():
     # The convolution's event covers only its launch when XLA:CPU runs it asynchronously (raw
@@ -128,13 +133,19 @@ def test_conv_labels_add_up_to_the_run():
     # is one, checked). Against the traced run's own span (`span_ratio`), not the untraced
     # wall time: between those two phases of one measurement a shared host's speed drifts (the
     # CI host measured wall-time ratios of 0.64-0.89 where the span ratio here is 0.97-0.99).
+    # Above 1 the bound is not noise but arithmetic: the tanh fusion consumes the convolution, so
+    # the two labels are disjoint intervals of a run, and each label is a minimum over the runs,
+    # so their sum cannot exceed the shortest run's span (`SPAN_ROUNDING`: timestamps). Labels 10%
+    # too long (1.1x) land at 1.05-1.09 on this program (span ratios 0.96-0.99 here, 0.92 at worst
+    # on a loaded host): they fail.
     ms = [measure_kernels(conv, *conv_args(), repeats=20) for _ in range(3)]
     conv_kernel = next(k for k in ms[0].runtime_ns if k.startswith("conv"))
     assert all(conv_kernel in m.async_kernels for m in ms)  # the case the rule is for
     assert all(m.runtime_ns[conv_kernel] > 0.5 * sum(m.runtime_ns.values()) for m in ms)
     assert all(m.runtime_ns[conv_kernel] >= LARGE_KERNEL_NS for m in ms), [m.runtime_ns for m in ms]
+    assert all(len(m.runtime_ns) == 2 and not m.nested for m in ms), [m.runtime_ns for m in ms]  # the two
     ratio = float(np.median([m.span_ratio for m in ms]))
-    assert abs(ratio - 1) <= LABEL_NOISE_P90_LARGE, [m.span_ratio for m in ms]
+    assert 1 - LABEL_NOISE_P90_LARGE <= ratio <= 1 + SPAN_ROUNDING, [m.span_ratio for m in ms]
 
 
 @pytest.mark.quiet

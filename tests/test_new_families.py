@@ -19,7 +19,7 @@ from device_packs import small_subset
 from tpucost import cli
 from tpucost.experiments import kernel_experiments, new_families, results
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.method import checkpoint, metrics
+from tpucost.method import checkpoint, features, metrics
 from tpucost.method.tasks.kernel import load_method
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
@@ -46,6 +46,41 @@ def cut(tmp_path_factory, bundled_kernels):
     return training, kernel_data.load_kernel_dataset(root / "new"), root
 
 
+def _known_novelty(training: kernel_data.KernelDataset) -> kernel_data.KernelDataset:
+    """New programs of hand-built kernels whose novelty is known by construction, measured on the
+    training data's device: q1 (cnn) ran x1 (training kernel 0 at another shape: unseen, not
+    structure-novel), x2 (training kernel 1 itself: seen) and x3 (a chain of more nodes than any
+    training kernel has: structure-novel); q2 (jraph_gnn, written by others) ran x2 and x4
+    (a longer chain: structure-novel)."""
+    g0, g1 = training.graph(0), training.graph(1)
+    n = int(training.table.n_nodes.max()) + 1
+
+    def chain(opcode: str, nodes: int, name: str) -> features.KernelGraph:
+        return features.KernelGraph(
+            opcodes=np.full(nodes, features.opcode_id(opcode), np.int32),
+            node_features=np.zeros((nodes, training.features.num_node_features), np.float32),
+            senders=np.arange(nodes - 1, dtype=np.int32),
+            receivers=np.arange(1, nodes, dtype=np.int32),
+            name=name,
+            kind="kLoop",
+        )
+
+    x1 = g0._replace(node_features=g0.node_features + 1.0, name="x1")
+    x2, x3, x4 = g1._replace(name="x2"), chain("add", n, "x3"), chain("multiply", n + 1, "x4")
+    runtime = {"x1": 2000.0, "x2": float(training.runtime_ns[1]), "x3": 8000.0, "x4": 20000.0}
+    columns = training.table.columns
+    meta = {f: str(columns[f][1]) for f in ("form", "configuration", "backend", "device_kind", "jax_version")}
+    parts = [
+        kernel_data.from_graphs(
+            gs, [runtime[g.name] for g in gs], [1] * len(gs), {**meta, "program_id": p, "family": f}
+        )
+        for p, f, gs in (("q1", "cnn", [x1, x2, x3]), ("q2", "jraph_gnn", [x2, x4]))
+    ]
+    known = kernel_data.dedup(kernel_data.concat(parts))
+    assert known.kernel_hash[list(known.name).index("x2")] == training.kernel_hash[1]  # x2 is seen
+    return dataclasses.replace(known, device=training.device)
+
+
 def test_every_row_of_the_new_programs_is_scored_in_each_column(cut):
     training, new, root = cut
     result = new_families.evaluate_new_families(root / "models", training, new, BASELINES)
@@ -54,25 +89,46 @@ def test_every_row_of_the_new_programs_is_scored_in_each_column(cut):
     assert result["programs"] == len(programs)
     rows = kernel_data.program_rows(new, programs)
     graphs = [new.graph(int(k)) for k in rows.kernel]
-    seen = set(training.kernel_hash.tolist())
-    shapes = {kernel_data.structure_hash(training.graph(i)) for i in range(len(training))}
-    unseen = np.array([h not in seen for h in new.kernel_hash[rows.kernel]])
-    novel = np.array([kernel_data.structure_hash(g) not in shapes for g in graphs])
-    assert 0 < novel.sum() < len(novel)  # both kinds of rows, or the column check proves nothing
+    unseen = ~np.isin(new.kernel_hash[rows.kernel], training.kernel_hash)  # the data sets' stored hashes
     for method in BASELINES:
         pred = load_method(root / "models", method, new.features).predict(graphs)
         true = new.runtime_ns[rows.kernel]
         columns = result["methods"][method]["columns"]
         assert set(columns) == set(kernel_experiments.COLUMNS)
-        for name, keep in (("all", np.ones(len(true), bool)), ("unseen", unseen), ("structure_novel", novel)):
+        for name, keep in (("all", np.ones(len(true), bool)), ("unseen", unseen)):
             assert columns[name]["n_kernels"] == keep.sum(), (method, name)
             assert columns[name]["median_ape"] == pytest.approx(metrics.median_ape(pred[keep], true[keep]))
+        assert columns["structure_novel"]["n_kernels"] <= unseen.sum()  # a seen kernel is never novel
         by_family = result["methods"][method]["by_family"]
         by_others = rows.family == "jraph_gnn"  # written by others; cnn is not
         assert columns["by_others"]["n_kernels"] == by_family["jraph_gnn"]["n_kernels"] == by_others.sum()
         assert columns["by_others"]["median_ape"] == by_family["jraph_gnn"]["median_ape"]
         assert by_family["cnn"]["n_kernels"] == (~by_others).sum()
     assert set(result["methods"]) == set(BASELINES)  # no network: nothing calibrated by family
+
+    # Each column on rows whose novelty is known by construction (`_known_novelty`): rows q1: x1, x2,
+    # x3; q2: x2, x4. Unseen: x1, x3, x4; structure-novel: x3, x4; written by others: q2's two.
+    known = _known_novelty(training)
+    result = new_families.evaluate_new_families(root / "models", training, known, BASELINES)
+    names = {"q1": ["x1", "x2", "x3"], "q2": ["x2", "x4"]}
+    for method in BASELINES:
+        model = load_method(root / "models", method, known.features)
+        ape = {  # each kernel's APE (%), one kernel at a time
+            str(known.name[k]): 100 * abs(float(model.predict([known.graph(k)])[0]) / known.runtime_ns[k] - 1)
+            for k in range(len(known))
+        }
+        columns = result["methods"][method]["columns"]
+        for column, rows_of in (
+            ("all", [x for xs in names.values() for x in xs]),
+            ("unseen", ["x1", "x3", "x4"]),
+            ("structure_novel", ["x3", "x4"]),
+            ("by_others", names["q2"]),
+        ):
+            assert columns[column]["n_kernels"] == len(rows_of), (method, column)
+            assert columns[column]["median_ape"] == pytest.approx(np.median([ape[x] for x in rows_of])), (
+                column
+            )
+        assert columns["structure_novel"]["n_programs"] == 2
 
 
 def test_a_family_the_training_data_ran_is_refused(cut):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from jax.profiler import ProfileData
 
+from tpucost import compat
 from tpucost.cli.trace_command import trace_table
 from tpucost.method import backends, hlo, kernels, profiles, trace_events, wire
 from tpucost.method.costmodel import CostModel
@@ -90,13 +91,15 @@ def test_a_run_of_jit_f_is_the_sum_of_its_kernels(report, xprof):
     # against xprof's means: the kernels (copy-done waits and fusions, no copy-start) make a run
     kernel_names = {k["name"] for k in jit_f["kernels"]}
     assert not any(name.startswith("copy-start") for name in kernel_names)
-    xprof_sum_ns = sum(us for (pid, op), (_, us) in xprof.items() if pid == JIT_F and op in kernel_names) * 1e3
+    xprof_sum_ns = (
+        sum(us for (pid, op), (_, us) in xprof.items() if pid == JIT_F and op in kernel_names) * 1e3
+    )
     assert xprof_sum_ns / jit_f["mean_run_ns"] == pytest.approx(1.0, abs=0.1)
 
 
 def test_host_copies_wait_in_their_copy_done(report):
     jit_f = next(m for m in report["modules"] if m["program_id"] == JIT_F)
-    module = hlo.parse_module(wire.hlo_text(profiles.embedded_hlo(PROFILE.read_bytes())[JIT_F][1]))
+    module = hlo.parse_module(compat.hlo_text(profiles.embedded_hlo(PROFILE.read_bytes())[JIT_F][1]))
     ks = {k.name: k for k in kernels.decompose(module)}
     copies = [k for k in ks.values() if k.is_async_copy]
     assert len(copies) == 6 and all(k.host_copy for k in copies)  # every copy has S(5) on one side
@@ -161,7 +164,9 @@ def test_a_damaged_profile_is_one_line(tmp_path, damage):
         [sys.executable, "-m", "tpucost", "trace", str(path)], capture_output=True, text=True, check=False
     )
     assert run.returncode == 2 and run.stdout == ""
-    assert run.stderr.count("\n") == 1 and str(path) in run.stderr and "not an xplane.pb profile" in run.stderr
+    assert (
+        run.stderr.count("\n") == 1 and str(path) in run.stderr and "not an xplane.pb profile" in run.stderr
+    )
 
 
 def test_trace_json_has_the_documented_keys():
@@ -178,9 +183,14 @@ def test_trace_json_has_the_documented_keys():
 
 
 def test_no_cpu_dispatch_overhead_on_a_tpu_program():
-    text = wire.hlo_text(profiles.embedded_hlo(PROFILE.read_bytes())[JIT_F][1])
+    text = compat.hlo_text(profiles.embedded_hlo(PROFILE.read_bytes())[JIT_F][1])
     model = CostModel(
-        "constant", lambda graphs: [1000.0] * len(graphs), {}, "k", {"backend": "cpu"}, trained_dispatch_ns=7000
+        "constant",
+        lambda graphs: [1000.0] * len(graphs),
+        {},
+        "k",
+        {"backend": "cpu"},
+        trained_dispatch_ns=7000,
     )
     on_tpu, on_cpu = model.predict_hlo(text, backend="tpu"), model.predict_hlo(text, backend="cpu")
     assert on_tpu.dispatch_ns == 0 and on_tpu.total_ns == pytest.approx(9 * 1000.0)
@@ -191,10 +201,17 @@ def test_the_compilers_estimates_against_the_v6e_measurements(xprof):
     from tpucost.experiments import xla_estimates
 
     rows = {r["kernel"]: r for r in xla_estimates.profile_estimates()}
-    assert set(rows) == {"broadcast_add_fusion", "broadcast_add_fusion.1", "broadcast_add_fusion.2", "broadcast.2"}
+    assert set(rows) == {
+        "broadcast_add_fusion",
+        "broadcast_add_fusion.1",
+        "broadcast_add_fusion.2",
+        "broadcast.2",
+    }
     fusion = rows["broadcast_add_fusion"]
     measured_ns = xprof[(JIT_F, "broadcast_add_fusion")][1] * 1e3
     assert fusion["implied_clock_hz"] == pytest.approx(14_180_608 / measured_ns * 1e9)
     # 918 TFLOP/s over 4 MXUs of 256 x 256 multiply-adds (2 flops each): 1.751 GHz
-    assert fusion["estimated_ns_at"]["4 MXUs of 256x256"] == pytest.approx(14_180_608 / 1.750946e9 * 1e9, rel=1e-6)
+    assert fusion["estimated_ns_at"]["4 MXUs of 256x256"] == pytest.approx(
+        14_180_608 / 1.750946e9 * 1e9, rel=1e-6
+    )
     assert fusion["device"] == "TPU v6 Lite" and "2025-03-11" in fusion["source"]

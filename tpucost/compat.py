@@ -9,6 +9,8 @@ handled here, so that no other module tests versions:
   0.11 holds sub-modules in plain ``list`` / ``dict`` attributes. Both give the same parameter
   tree (``{"layers": {0: ..., 1: ...}}``), so a checkpoint written under one loads under the other.
 * Whether JAX has started a backend: a private API (``jax._src.xla_bridge``), read here alone.
+* The HLO text of a serialized ``HloModuleProto`` (a profile's or TpuGraphs' embedded module):
+  jaxlib's private ``XlaComputation`` (present in 0.7.2 and 0.10.2), used here alone (`hlo_text`).
 * XLA compile options. Each jaxlib knows its own set of ``xla_*`` options and rejects the others
   (``INVALID_ARGUMENT: No such compile option``): jaxlib 0.7.2 has no YNNPACK options
   (``xla_cpu_experimental_ynn_fusion_type``). :func:`supports_compile_options` asks the installed
@@ -33,6 +35,7 @@ __all__ = [
     "supports_compile_options",
     "unsupported_compile_options",
     "backend_started",
+    "hlo_text",
 ]
 
 #: A list of sub-modules as a module attribute: ``nnx.List`` where flax has it, else ``list``.
@@ -87,3 +90,14 @@ def backend_started() -> bool:
         return bool(xla_bridge.backends_are_initialized())
     except (ImportError, AttributeError):
         return True
+
+
+def hlo_text(module_proto: bytes) -> str:
+    """The HLO text of a serialized ``xla.HloModuleProto``, printed by XLA itself (jaxlib's private
+    ``XlaComputation``); ValueError in one line where XLA cannot read the bytes."""
+    from jax._src import lib
+
+    try:
+        return lib.xla_client.XlaComputation(module_proto).as_hlo_text()
+    except Exception as err:  # XLA's own error type differs between jaxlib versions
+        raise ValueError(f"XLA could not read an HloModuleProto: {str(err).splitlines()[0]}") from None

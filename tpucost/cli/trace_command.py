@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from tpucost.cli.common import emit, fail
+from tpucost.method import profiles
 
 __all__ = ["add_trace_command"]
 
@@ -36,8 +37,6 @@ def trace_table(report: dict[str, Any]) -> str:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from tpucost.method import profiles
-
     try:
         report = profiles.profile_report(args.profile)
     except ValueError as err:

@@ -93,7 +93,6 @@ __all__ = [
     "nearest_opcode_distance",
     "DISTANCE_BANDS",
     "evaluate_models",
-    "rescore",
     "COLUMNS",
     "HeldOutRows",
     "opcode_errors",
@@ -667,24 +666,6 @@ def evaluate_models(
         m: evaluate_split(dataset, parts, load_method(model_dir, m, dataset.features, where).predict)
         for m in methods
     }
-
-
-def rescore(model_dir: str | Path, dataset: KernelDataset) -> dict[str, Any]:
-    """Score the saved methods of an experiment folder again (`evaluate_models`) and write their
-    results into its ``evaluation.json``, everything else kept: today's figures of the same models
-    on the same split, no retraining. ValueError when the data set does not give the split's
-    recorded test part (kernels and programs)."""
-    path = Path(model_dir) / EVALUATION_FILE
-    report = read_json_object(path)
-    parts = kernel_data.split(dataset, report["split"])
-    if (report["test_kernels"], report["test_programs"]) != (len(parts.test), len(parts.test_ids)):
-        raise ValueError(
-            f"{path} was scored on {report['test_kernels']} test kernels of {report['test_programs']} programs; "
-            f"this data set's {report['split']} split has {len(parts.test)} of {len(parts.test_ids)}"
-        )
-    report["results"] = evaluate_models(model_dir, dataset, report["split"], list(report["results"]))
-    write_json_atomic(path, report)
-    return report
 
 
 def _number(x: float) -> float | None:

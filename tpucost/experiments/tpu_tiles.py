@@ -56,6 +56,7 @@ import optax
 import pandas as pd
 from flax import nnx
 
+from tpucost import compat
 from tpucost.experiments.tiles import TileCost
 from tpucost.experiments.tiles.analytical import tile_roofline_ns
 from tpucost.files import bundled_dir
@@ -133,7 +134,7 @@ def _read(buf: bytes) -> list[TpuKernel]:
     for i, module in enumerate(wire.field_values(buf, 1)):
         if not isinstance(module, bytes):
             raise ValueError(f"module {i} is not a message")
-        text = wire.hlo_text(_one(module, 1))
+        text = compat.hlo_text(_one(module, 1))
         parsed = kernels.decompose(hlo.parse_module(text, source=f"module {i}"))
         if len(parsed) != 1:
             raise ValueError(f"module {i} holds {len(parsed)} kernels, expected 1")

@@ -34,7 +34,7 @@ from tpucost.experiments.compiler import TargetProgram
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.programs import corpus
 from tpucost.files import read_json_object, write_json_atomic
-from tpucost.method import analytical, backends, features, kernels
+from tpucost.method import analytical, backends, features, kernels, profiles
 from tpucost.method.backends import Target
 from tpucost.method.kernels import estimated_cycles
 from tpucost.method.splits import Split
@@ -290,8 +290,6 @@ def profile_estimates(report: dict[str, Any] | None = None) -> list[dict[str, An
     ``implied_clock_hz`` (the clock at which the estimate would equal the measurement) and, per
     clock the chip's documented numbers allow (`Target.clock_candidates_hz`), the estimate in ns
     under that clock (``estimated_ns_at``). Few points, real ones: ``device`` and ``source`` say whose."""
-    from tpucost.method import profiles
-
     report = report if report is not None else profiles.profile_report(profiles.bundled_v6e_profile())
     target = backends.tpu_target(report["device"])
     candidates = target.clock_candidates_hz if target else ()

@@ -28,6 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from tpucost import compat
 from tpucost.method import backends, hlo, kernels, trace_events, wire
 
 __all__ = ["embedded_hlo", "plane_backend", "profile_report", "bundled_v6e_profile"]
@@ -137,7 +138,7 @@ def _module_entry(
     by_op: dict[str, list[float]] = defaultdict(list)
     for e in events:
         by_op[e.name].append(e.end_ns - e.start_ns)
-    ks = kernels.decompose(hlo.parse_module(wire.hlo_text(embedded[1]), source=name)) if embedded else None
+    ks = kernels.decompose(hlo.parse_module(compat.hlo_text(embedded[1]), source=name)) if embedded else None
     names = [k.name for k in ks] if ks is not None else sorted(by_op)
     rows = []
     for i, kernel_name in enumerate(names):

@@ -10,7 +10,8 @@ reads them with `field_values` and recurses into nested messages itself.
 Why not the ``protobuf`` package with compiled ``.proto`` files: the two files tpucost reads
 (xprof's ``XSpace`` trace and TpuGraphs' ``TuningData``) import XLA's ``hlo.proto`` and its
 imports, a dozen files to vendor and compile at build time, for a handful of fields. The HLO
-modules inside both are handed, as bytes, to XLA itself (`hlo_text`), which knows its own format.
+modules inside both are handed, as bytes, to XLA itself (`tpucost.compat.hlo_text`), which knows its
+own format.
 
 A damaged or truncated file raises `WireError` (a ValueError) saying where, never an IndexError.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-__all__ = ["WireError", "fields", "field_values", "packed_varints", "signed", "as_double", "hlo_text"]
+__all__ = ["WireError", "fields", "field_values", "packed_varints", "signed", "as_double"]
 
 Record = tuple[int, int, "int | bytes"]
 
@@ -95,17 +96,3 @@ def signed(value: int) -> int:
 def as_double(value: bytes) -> float:
     """A ``double`` field's fixed 8 bytes."""
     return struct.unpack("<d", value)[0]
-
-
-def hlo_text(module_proto: bytes) -> str:
-    """The HLO text of a serialized ``xla.HloModuleProto``, printed by XLA itself.
-
-    Uses jaxlib's ``XlaComputation`` (private to jax, present in jaxlib 0.7.2 and 0.10.2, checked):
-    the one place where tpucost asks XLA to print a module it did not compile. ValueError (one
-    line) where XLA cannot read the bytes."""
-    from jax._src.lib import xla_client  # private surface: kept to this one function
-
-    try:
-        return xla_client.XlaComputation(module_proto).as_hlo_text()
-    except Exception as err:  # XLA's own error type differs between jaxlib versions
-        raise WireError(f"XLA could not read an HloModuleProto: {str(err).splitlines()[0]}") from None

@@ -245,7 +245,9 @@ def arms_comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> Any:
 FEW_NOISE_MEASUREMENTS = 4
 
 
-def noise_floor(report: Mapping[str, Any], bundled: Mapping[str, Any] | None = None) -> tuple[float | None, str]:
+def noise_floor(
+    report: Mapping[str, Any], bundled: Mapping[str, Any] | None = None
+) -> tuple[float | None, str]:
     """The noise floor a report's differences are judged against, and where it comes from in words:
     the report's own spread, raised to ``bundled``'s (the bundled experiment of the same program
     and backend, measured over more processes) where that is larger. A floor from fewer than
