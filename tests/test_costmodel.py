@@ -475,20 +475,15 @@ def test_structure_hash_ignores_shapes_and_structure_novel_needs_a_new_graph():
         assert kernel_data.structure_hash(changed) == kernel_data.structure_hash(g), other
         assert kernel_data.kernel_hash(changed, "cpu") != kernel_data.kernel_hash(g, "cpu"), other
     assert kernel_data.structure_hash(g) != kernel_data.structure_hash(g._replace(kind="kInput"))
-    # add(p0, p1) -> multiply(add, p0): the edge from p1 to multiply now leaves p0
-    mul, p0, p1 = g.num_nodes - 1, 0, 1
-    moved = (g.senders == p1) & (g.receivers == mul)
+    # add(p0, p1) -> multiply(add, p1): the edge from add to multiply now leaves p0, so add has no
+    # user (moving p1's edge to p0 instead would give the same graph with the parameters renamed)
+    mul, add, p0 = g.num_nodes - 1, g.num_nodes - 2, 0
+    moved = (g.senders == add) & (g.receivers == mul)
     assert moved.sum() == 1
     rewired = g._replace(senders=np.where(moved, p0, g.senders).astype(np.int32))
     assert kernel_data.structure_hash(rewired) != kernel_data.structure_hash(g)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="structure_hash hashes the nodes in HLO order, so the same fusion with its instructions "
-    "listed in another order counts as another opcode graph (issue 52, reported; strict: remove "
-    "this mark once the hash is invariant)",
-)
 def test_structure_hash_is_invariant_to_the_order_of_the_nodes():
     g, swapped = _fusion_graph(), _fusion_graph(swapped=True)
     assert sorted(g.opcodes.tolist()) == sorted(swapped.opcodes.tolist())

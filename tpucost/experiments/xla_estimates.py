@@ -130,8 +130,10 @@ class ProgramEstimate:
 
 
 def program_estimate(program: TargetProgram) -> ProgramEstimate:
-    """Per-kernel rows and per-program sums of ``program``'s estimates (async copies left out of
-    the sums: they overlap compute)."""
+    """Per-kernel rows and per-program sums of ``program``'s estimates. The sums are of the compute
+    kernels: the compiler gives an async copy no estimate, and a roofline cannot say how much of a
+    copy compute hides (its measured label is the ``copy-done``'s wait, `tpucost.method.kernels`), so
+    these sums estimate the compute, not a whole run."""
     rows = kernel_rows(program)
     compute = [r for r in rows if not r["async_copy"]]
     estimated = [r for r in compute if r["xla_estimated_cycles"] is not None]
