@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import nbformat
+import project_tools
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("workshop_times", ROOT / "tools" / "workshop_times.py")
-workshop_times = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(workshop_times)
+workshop_times = project_tools.load("workshop_times")
 
 
 def test_the_guide_shows_the_recorded_run():
