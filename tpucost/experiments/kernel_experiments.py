@@ -573,9 +573,11 @@ def evaluate_split(
     seen = seen_kernels(split)
     novel_kernels = kernel_data.structure_novel(ds, kernels, seen)
     distance = np.full(len(kernels), -1, np.int64)
-    if novel_kernels.any():
-        distance[novel_kernels] = nearest_opcode_distance(
-            _graphs(ds, kernels[novel_kernels]), _graphs(ds, seen)
+    if novel_kernels.any():  # with nothing seen (a method that trains on nothing), every kernel is far
+        distance[novel_kernels] = (
+            nearest_opcode_distance(_graphs(ds, kernels[novel_kernels]), _graphs(ds, seen))
+            if len(seen)
+            else np.iinfo(np.int64).max
         )
     distance = distance[where]
     novel = novel_kernels[where]

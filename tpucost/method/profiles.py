@@ -23,6 +23,7 @@ embedded HLO is found by that fingerprint, the same key the metadata plane uses,
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 from tpucost import compat
 from tpucost.method import backends, hlo, kernels, trace_events, wire
 
-__all__ = ["embedded_hlo", "plane_backend", "profile_report", "bundled_v6e_profile"]
+__all__ = ["embedded_hlo", "backend_configs", "plane_backend", "profile_report", "bundled_v6e_profile"]
 
 _METADATA_PLANE = "/host:metadata"
 _HLO_PROTO_STAT = "Hlo Proto"
@@ -82,6 +83,22 @@ def plane_backend(profile: Any) -> tuple[backends.Backend, str]:
             stats = dict(plane.stats)
             return record, str(stats.get("device_type_string") or plane.name)
     return backends.backend("cpu"), "cpu"
+
+
+def backend_configs(module_proto: bytes) -> dict[str, Any]:
+    """Instruction name -> its ``backend_config`` (parsed JSON) in a serialized ``HloModuleProto``
+    (computations 3, instructions 2; HloInstructionProto ``name`` 1, ``backend_config`` 43): jaxlib
+    0.7.2's HLO printer leaves the TPU compiler's configs out of the text, 0.10.2's keeps them."""
+    out = {}
+    for comp in wire.field_values(module_proto, 3):
+        for inst in wire.field_values(comp, 2):
+            config = wire.field_values(inst, 43)
+            if config and config[0]:
+                try:
+                    out[wire.field_values(inst, 1)[0].decode()] = json.loads(config[0])
+                except (ValueError, IndexError):
+                    continue
+    return out
 
 
 def _estimate(kernel: kernels.Kernel, target: backends.Target | None) -> tuple[int | None, float | None]:
@@ -139,6 +156,10 @@ def _module_entry(
     for e in events:
         by_op[e.name].append(e.end_ns - e.start_ns)
     ks = kernels.decompose(hlo.parse_module(compat.hlo_text(embedded[1]), source=name)) if embedded else None
+    if ks and any(k.backend_config is None for k in ks):  # an older XLA's printer leaves them out
+        configs = backend_configs(embedded[1])
+        for kernel in ks:
+            kernel.backend_config = kernel.backend_config or configs.get(kernel.instruction.name)
     names = [k.name for k in ks] if ks is not None else sorted(by_op)
     rows = []
     for i, kernel_name in enumerate(names):
