@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpucost import cli, files
+from lab import cli
+from tpucost import files
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import packs
 from tpucost.method import descriptor, features
