@@ -9,7 +9,7 @@ program. This script writes the merged data set without those kernels where the 
 ``docs/results/first_pack_retrain.txt``) tells how much of the regression they cause.
 
 Usage: ``python benchmarks/label_context_ablation.py [MERGED OUT] [--drop small|large|all]``, where MERGED is
-``python -m tpucost data merge --out MERGED tpucost/bundled/kernels_cpu tpucost/bundled/pending/be3048b01916``;
+``python -m lab data merge --out MERGED tpucost/bundled/kernels_cpu tpucost/bundled/pending/be3048b01916``;
 without them (``make bench``) it merges the two folders into a temporary folder and writes OUT beside it.
 Reads and writes data sets only; measures nothing.
 """

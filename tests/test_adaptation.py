@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tpucost import cli
+from lab import cli
 from tpucost.experiments import adaptation, calibration, kernel_experiments
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import kernel_collection

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from conftest import pretend_another_machine
 
+from lab import cli as lab_cli
 from tpucost import cli
 from tpucost.experiments import verdicts
 from tpucost.experiments.data import additivity, collection, kernel_collection
@@ -84,9 +85,9 @@ def test_progress_counts_what_merge_keeps(reference_dir, reference, capsys):
     assert set(p["by_family"]) == set(FAMILIES) and set(p["by_configuration"]) <= set(CONFIGS)
     rates = [row["new_per_min"] for row in p["by_family"].values()]
     assert rates == sorted(rates, reverse=True)
-    assert cli.main(["data", "progress", str(reference_dir)]) == 0
+    assert lab_cli.main(["data", "progress", str(reference_dir)]) == 0
     assert f"{len(reference)} distinct kernels" in capsys.readouterr().out
-    assert cli.main(["data", "progress", str(reference_dir / "nowhere")]) == 2
+    assert lab_cli.main(["data", "progress", str(reference_dir / "nowhere")]) == 2
     assert "no collection log" in capsys.readouterr().err
 
 
@@ -182,7 +183,7 @@ def test_merge_shards_equals_single_run(tmp_path, reference):
             do_finalize=False,
         )
     assert (
-        cli.main(
+        lab_cli.main(
             ["data", "merge", "--out", str(tmp_path / "merged"), str(tmp_path / "s0"), str(tmp_path / "s1")]
         )
         == 0
@@ -291,7 +292,7 @@ def test_additivity_table_and_cli(tmp_path, capsys):
     lo, hi = verdicts.ADDS_UP
     far = (table["additivity_ratio"] < lo) | (table["additivity_ratio"] > hi)
     assert ((table["reason"] != "") == far).all()
-    assert cli.main(["data", "additivity", str(out), "--json"]) == 0
+    assert lab_cli.main(["data", "additivity", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["pairs"] == 2 and set(summary["median_by_family"]) == {"mlp"}
     assert summary["band"] == [lo, hi]
@@ -302,7 +303,7 @@ def test_additivity_table_and_cli(tmp_path, capsys):
         summary[f"within_{lo}_{hi}"]
         == ((table["additivity_ratio"] >= lo) & (table["additivity_ratio"] <= hi)).mean()
     )
-    assert cli.main(["data", "additivity", str(tmp_path / "empty")]) == 2
+    assert lab_cli.main(["data", "additivity", str(tmp_path / "empty")]) == 2
 
 
 def test_collection_records_its_device(reference, capsys):
@@ -347,10 +348,10 @@ def test_merge_refuses_folders_of_different_devices(tmp_path, monkeypatch, capsy
         str(tmp_path / "here"),
         str(tmp_path / "there"),
     ]
-    assert cli.main(args) == 2
+    assert lab_cli.main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Some Other CPU" in err and str(tmp_path / "here") in err
-    assert cli.main([*args, "--allow-mixed-devices"]) == 0
+    assert lab_cli.main([*args, "--allow-mixed-devices"]) == 0
     assert kernel_data.load_kernel_dataset(tmp_path / "merged").device is None  # no single device to name
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpucost import cli, files
+from lab import cli
+from tpucost import files
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import kernel_collection
 from tpucost.method import features
@@ -322,7 +323,6 @@ def test_opcode_coverage_counts_each_kernel_once_per_opcode(bundled_kernels):
 
 @pytest.mark.slow
 def test_data_coverage_cli_names_the_opcodes_training_lacks(tmp_path, capsys, bundled_kernels):
-    from tpucost import cli
 
     (tmp_path / "sort.hlo").write_text(
         "HloModule m\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"

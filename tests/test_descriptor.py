@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from tpucost.cli import main
+from lab.cli import main
 from tpucost.method import descriptor, device
 from tpucost.method.analytical import DeviceRoofline
 from tpucost.method.descriptor import (

@@ -3,7 +3,7 @@
 Each table the pages of docs/ show (the data set's numbers, Table 2, the whole programs, Table 3,
 the autotuning experiments) is found by its header row and compared cell by cell with the same
 table rendered from the bundled files: a retrained model, a re-collected data set or a rerun
-experiment fails here until the pages show its numbers (``python -m tpucost experiment tables
+experiment fails here until the pages show its numbers (``python -m lab experiment tables
 --pages`` prints them).
 """
 
@@ -94,7 +94,7 @@ def test_the_bundled_additivity_output_is_the_data_sets_and_the_data_page_quotes
     bundled = json.loads(ADDITIVITY.read_text())
     now = json.loads(json.dumps(additivity.additivity_summary(additivity.additivity_table(None))))
     assert bundled == now, (
-        "docs/results/additivity.json is stale: rerun `python -m tpucost data additivity --json`"
+        "docs/results/additivity.json is stale: rerun `python -m lab data additivity --json`"
     )
     text = (DOCS / "data.md").read_text()
     ge1 = bundled["pairs_ge_1ms"]

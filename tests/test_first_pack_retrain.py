@@ -2,7 +2,7 @@
 its device's pending measurements, not bundled yet): ``docs/results/first_pack_retrain.json``
 (quoted by docs/cost-model.md) is what the checkpoints in the pending folder score now.
 
-Slow and newest-only: it merges the two folders (``python -m tpucost data merge``, about 30 s) and
+Slow and newest-only: it merges the two folders (``python -m lab data merge``, about 30 s) and
 scores each split's test programs."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tpucost import cli
+from lab import cli
 from tpucost.experiments import kernel_experiments, results
 from tpucost.method import train
 

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from conftest import pretend_another_machine
 
-from tpucost import cli, files
-from tpucost.experiments.data import collection, kernel_collection, pack_collection, packs
+from lab import cli, pack_collection
+from tpucost import files
+from tpucost.experiments.data import collection, kernel_collection, packs
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.programs import FAMILIES, parse_program_id, program_ids
 from tpucost.method import descriptor, device, features

@@ -372,6 +372,65 @@ def test_no_module_uses_another_module_s_private_names():
                 raise AssertionError(f"{path.relative_to(ROOT)} uses {node.value.id}.{node.attr}")
 
 
+def test_the_library_never_imports_the_lab():
+    """`lab` (``python -m lab``, not in the wheel) imports tpucost; no module of tpucost imports lab
+    (at any depth, ``if TYPE_CHECKING:`` included), so the wheel works without it."""
+    import ast
+
+    for path in _library_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            lab = [n for n in names if n == "lab" or n.startswith("lab.")]
+            assert not lab, f"{path.relative_to(ROOT)} imports {lab}"
+
+
+#: The commands of ``python -m tpucost``: those the notebooks, the README and the book send a learner
+#: to (the research commands are ``python -m lab``'s).
+CLI_COMMANDS = (
+    "hlo compile trace collect data train evaluate predict calibrate suggest-tiles measure-tiles autotune"
+)
+
+
+def _subcommands(parser) -> dict:
+    """An argparse parser's subcommands, in order: {name: its parser}."""
+    import argparse
+
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices
+
+
+def test_the_command_line_lists_the_book_s_commands_and_lab_the_others():
+    import subprocess
+    import sys
+
+    from lab import cli as lab_cli
+    from tpucost import cli
+
+    commands = _subcommands(cli.build_parser())
+    assert list(commands) == CLI_COMMANDS.split()
+    assert list(_subcommands(commands["data"])) == ["stats", "noise", "overhead"]
+    lab_commands = _subcommands(lab_cli.build_parser())
+    assert list(lab_commands) == ["collect-pack", "data", "tiles-legal", "experiment", "device", "adapt"]
+    assert list(_subcommands(lab_commands["data"])) == [
+        "merge",
+        "progress",
+        "spread",
+        "coverage",
+        "kernel-overlap",
+        "additivity",
+        "packs",
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "tpucost", "--help"], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert "{" + CLI_COMMANDS.replace(" ", ",") + "}" in run.stdout
+
+
 def test_make_bench_runs_every_benchmark():
     makefile = (ROOT / "Makefile").read_text()
     assert "for script in benchmarks/*.py" in makefile.split("bench:", 1)[1].split("\n\n", 1)[0]
@@ -409,7 +468,7 @@ def test_code_is_ruff_formatted():
     import subprocess
     import sys
 
-    dirs = [str(ROOT / d) for d in ("tpucost", "tests", "tools", "benchmarks")]
+    dirs = [str(ROOT / d) for d in ("tpucost", "lab", "tests", "tools", "benchmarks")]
     run = subprocess.run(
         [sys.executable, "-m", "ruff", "format", "--check", *dirs], capture_output=True, text=True
     )

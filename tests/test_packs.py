@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tpucost import cli, files
+from lab import cli
+from tpucost import files
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import packs
 from tpucost.method import descriptor, features
@@ -254,7 +255,7 @@ def test_bundled_packs_start_with_the_first_pack(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_the_first_packs_cached_counts_match_its_data(monkeypatch):
-    """``tpucost/bundled/kernels_cpu/pack.json`` (``python -m tpucost data packs --write
+    """``tpucost/bundled/kernels_cpu/pack.json`` (``python -m lab data packs --write
     tpucost/bundled/kernels_cpu``) holds the counts of the data set it sits beside."""
     monkeypatch.delenv(files.DATA_DIR_ENV, raising=False)
     folder = kernel_data.default_data_dir()

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tpucost.cli import tile_commands
+from lab.tiles_legal_command import add_tiles_legal_command, cmd_tiles_legal
 from tpucost.experiments import compiler, tiles
 from tpucost.experiments.tiles import mosaic, overhead
 
@@ -23,6 +24,7 @@ needs_libtpu = pytest.mark.skipif(
     not compiler.tpu_compiler_available(), reason=f"no TPU compiler here: {compiler.INSTALL_HINT}"
 )
 MiB = 2**20
+ROOT = Path(__file__).resolve().parents[1]
 
 
 # ----------------------------------------------------------------------------- rules (no compiler)
@@ -90,22 +92,24 @@ def test_features_and_costs_take_every_candidate():
 def test_tiles_legal_without_libtpu_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(compiler, "tpu_compiler_available", lambda: False)
     parser = _parser()
-    code = tile_commands.cmd_tiles_legal(parser.parse_args(["tiles-legal", "softmax", "--shape", "64,256"]))
+    code = cmd_tiles_legal(parser.parse_args(["tiles-legal", "softmax", "--shape", "64,256"]))
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and compiler.INSTALL_HINT in err
-    code = tile_commands.cmd_tiles_legal(parser.parse_args(["tiles-legal", "softmaxx", "--shape", "64,256"]))
+    code = cmd_tiles_legal(parser.parse_args(["tiles-legal", "softmaxx", "--shape", "64,256"]))
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "unknown tile family 'softmaxx'" in err
-    code = tile_commands.cmd_tiles_legal(parser.parse_args(["tiles-legal", "softmax", "--shape", "64"]))
+    code = cmd_tiles_legal(parser.parse_args(["tiles-legal", "softmax", "--shape", "64"]))
     assert code == 2 and "expected 2 comma-separated dims R,C" in capsys.readouterr().err
     args = parser.parse_args(["tiles-legal", "softmax", "--shape", "64,256", "--target", "cpu"])
-    assert tile_commands.cmd_tiles_legal(args) == 2 and "not a TPU" in capsys.readouterr().err
+    assert cmd_tiles_legal(args) == 2 and "not a TPU" in capsys.readouterr().err
 
 
 def test_bundled_verdicts_load_with_provenance():
     data = mosaic.load_bundled()
     prov = data["provenance"]
-    assert prov["command"].startswith("python -m tpucost tiles-legal") and prov["compiler"]["libtpu"]
+    # (the bundled file was written before tiles-legal moved from python -m tpucost to python -m lab)
+    assert prov["command"].startswith(("python -m lab tiles-legal", "python -m tpucost tiles-legal"))
+    assert prov["compiler"]["libtpu"]
     assert {(p["family"], tuple(p["shape"]), p["dtype"]) for p in data["problems"]} == set(
         mosaic.BUNDLED_PROBLEMS
     )
@@ -146,7 +150,7 @@ def _parser():
     import argparse
 
     parser = argparse.ArgumentParser()
-    tile_commands.add_tile_commands(parser.add_subparsers())
+    add_tiles_legal_command(parser.add_subparsers())
     return parser
 
 
@@ -201,8 +205,8 @@ def test_cli_tiles_legal_sweep_prints_the_counts(capsys):
     try:
         args = parser.parse_args(["tiles-legal", "--sweep", "3", "--seed", "1", "--per-problem", "1"])
     except SystemExit:
-        pytest.skip("tpucost/cli/tile_commands.py has no tiles-legal --sweep yet")
-    assert tile_commands.cmd_tiles_legal(args) == 0
+        pytest.skip("lab/tiles_legal_command.py has no tiles-legal --sweep yet")
+    assert cmd_tiles_legal(args) == 0
     out = capsys.readouterr().out
     for line in ("candidates: 3", "agree: ", "legal but Mosaic refuses: 0", "refused by rules, compiles: "):
         assert line in out
@@ -278,7 +282,7 @@ def test_cli_tiles_legal_json_and_suggest_tiles_on_a_target():
         [
             sys.executable,
             "-m",
-            "tpucost",
+            "lab",
             "tiles-legal",
             "softmax",
             "--shape",
@@ -290,6 +294,7 @@ def test_cli_tiles_legal_json_and_suggest_tiles_on_a_target():
         capture_output=True,
         text=True,
         check=True,
+        cwd=ROOT,  # lab is not installed: it runs from the checkout
     )
     report = json.loads(out.stdout)
     assert [r["config"]["br"] for r in report["candidates"]] == [8, 16, 24, 48]

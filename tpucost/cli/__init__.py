@@ -1,11 +1,13 @@
 """Command line: ``python -m tpucost <command> ...``, a thin layer over the library.
 
-Each command lives in the module of its stage: `kernel_commands` (HLO, collection, data, the
-kernel model), `tile_commands` (the tile task), `autotune_commands` and `experiment_commands`;
-`common` holds what they share. ``python -m tpucost --help`` lists the commands and ``python -m
-tpucost COMMAND --help`` their options; the book's "Command line" page (docs/cli.md) shows them
-with examples. Commands that measure pin the process to one core first (the label mode of
-`tpucost.method.device`); ``--all-cores`` measures without pinning.
+The commands the notebooks and the book send a learner to; each lives in the module of its stage:
+`kernel_commands` (HLO, collection, data, the kernel model), `tile_commands` (the tile task),
+`compile_commands`, `trace_command` and `autotune_commands`; `common` holds what they share.
+``python -m tpucost --help`` lists the commands and ``python -m tpucost COMMAND --help`` their
+options; the book's "Command line" page (docs/cli.md) shows them with examples. Commands that
+measure pin the process to one core first (the label mode of `tpucost.method.device`);
+``--all-cores`` measures without pinning. Research commands no notebook needs (experiments, device
+packs, data diagnostics) are the lab's, outside the package: ``python -m lab --help``.
 """
 
 from __future__ import annotations
@@ -13,12 +15,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from tpucost.cli.adapt_commands import add_adapt_command
 from tpucost.cli.autotune_commands import add_autotune_command
 from tpucost.cli.common import one_line_warnings
 from tpucost.cli.compile_commands import add_compile_command
-from tpucost.cli.device_commands import add_device_commands
-from tpucost.cli.experiment_commands import add_experiment_commands
 from tpucost.cli.kernel_commands import add_data_commands, add_model_commands, cmd_hlo
 from tpucost.cli.tile_commands import add_tile_commands
 from tpucost.cli.trace_command import add_trace_command
@@ -40,9 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_commands(sub)
     add_tile_commands(sub)
     add_autotune_command(sub)
-    add_experiment_commands(sub)
-    add_device_commands(sub)
-    add_adapt_command(sub)
     return parser
 
 

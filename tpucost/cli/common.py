@@ -95,3 +95,33 @@ def lowering_flag(p: argparse.ArgumentParser, default: str = "the backend's") ->
         default=None,
         help=f"tile task: run kernels as Pallas kernels or as an XLA loop over the grid (default: {default})",
     )
+
+
+def precompile_flag(p: argparse.ArgumentParser, default: int) -> None:
+    """``--precompile-ahead``: pairs compiled ahead in a second process on the spare core."""
+    p.add_argument(
+        "--precompile-ahead",
+        type=int,
+        default=default,
+        metavar="N",
+        help=f"kernel task: compile up to N upcoming pairs in a second process on the spare core "
+        f"(default {default}; 0: off; docs/results/collect_prefetch.txt measured it)",
+    )
+
+
+def gate_flags(p: argparse.ArgumentParser, max_load: float | None, max_steal: float | None) -> None:
+    """``--max-load`` and ``--max-steal``, the quiet-machine gate of a collection (None: off)."""
+    p.add_argument(
+        "--max-load",
+        type=float,
+        default=max_load,
+        help="pause while the 1-minute load average is above this "
+        + (f"(default {max_load})" if max_load is not None else "(e.g. 1.5: measure on a quiet machine)"),
+    )
+    p.add_argument(
+        "--max-steal",
+        type=float,
+        default=max_steal,
+        help="pause while the hypervisor steals more than this share of the CPU time wanted "
+        + (f"(default {max_steal})" if max_steal is not None else "(e.g. 0.05)"),
+    )

@@ -1,6 +1,6 @@
 """The tile task's commands: ``collect --task tile``, ``data noise --task tile``, ``train/evaluate --task
-tile`` (``--split tpu-v3``: TpuGraphs' sweeps measured on a TPU), ``suggest-tiles``, ``measure-tiles``,
-``tiles-legal``."""
+tile`` (``--split tpu-v3``: TpuGraphs' sweeps measured on a TPU), ``suggest-tiles``,
+``measure-tiles`` (``tiles-legal`` is `lab`'s: ``python -m lab tiles-legal``)."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def _shape_arg(args: argparse.Namespace) -> tuple[int, ...]:
 def cmd_suggest_tiles(args: argparse.Namespace) -> int:
     try:
         shape = _shape_arg(args)
-        target = _tpu_target(args.target) if args.target else None
+        target = tpu_target(args.target) if args.target else None
         if target is None:
             suggestions = tile_experiments.suggest_tiles(args.family, shape, args.dtype, args.top, args.model)
         else:
@@ -150,7 +150,7 @@ def cmd_suggest_tiles(args: argparse.Namespace) -> int:
     return emit(result, args.json, command_tables.tile_configs_table("suggestions", "predicted_ns"))
 
 
-def _tpu_target(name: str) -> str:
+def tpu_target(name: str) -> str:
     """``name`` if it is a TPU target of `tpucost.method.backends.TARGETS`; ValueError otherwise."""
     if not backends.target(name).is_tpu:
         raise ValueError(
@@ -201,28 +201,6 @@ def cmd_measure_tiles(args: argparse.Namespace) -> int:
     return emit(result, args.json, command_tables.tile_configs_table("measurements", "runtime_ns"))
 
 
-def cmd_tiles_legal(args: argparse.Namespace) -> int:
-    try:
-        target = _tpu_target(args.target)
-        if args.sweep is not None:
-            report = mosaic.agreement_sweep(
-                args.sweep, args.seed, per_problem=args.per_problem, target=target
-            )
-            return emit(report, args.json, mosaic.format_sweep)
-        if args.write_bundled is not None:
-            path = args.write_bundled or None
-            data = mosaic.write_bundled(path, target=target)
-            print(json.dumps({"out": str(path or mosaic.bundled_path(target)), **data["agreement"]}))
-            return 0
-        if not args.family or not args.shape:
-            raise ValueError("tiles-legal needs FAMILY and --shape (or --write-bundled, or --sweep N)")
-        shape = _shape_arg(args)
-        report = mosaic.problem_report(args.family, shape, args.dtype, target)
-    except (ValueError, compiler.TpuCompilerMissing) as err:
-        return fail(err)
-    return emit(report, args.json, command_tables.mosaic_verdicts_table)
-
-
 def add_tile_commands(sub: argparse._SubParsersAction) -> None:
     for name, func, what in (
         ("suggest-tiles", cmd_suggest_tiles, "the tile model's best block shapes for a kernel"),
@@ -253,35 +231,3 @@ def add_tile_commands(sub: argparse._SubParsersAction) -> None:
             lowering_flag(p)
             all_cores_flag(p)
         p.set_defaults(func=func)
-    p = sub.add_parser(
-        "tiles-legal",
-        help="every candidate block shape of a kernel: the TPU rules' verdict beside Mosaic's (needs libtpu)",
-    )
-    p.add_argument(
-        "family", nargs="?", help="a Pallas family of tpucost.experiments.tiles.TILE_FAMILIES, e.g. matmul"
-    )
-    p.add_argument("--shape", help="the problem shape, e.g. 384,640,896 for matmul M,N,K")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--target", default="tpu-v5e", help="a TPU target of tpucost.method.backends.TARGETS")
-    p.add_argument("--json", action="store_true")
-    p.add_argument(
-        "--write-bundled",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="PATH",
-        help="compile notebook 04's problems and write their verdicts (default: the bundled file)",
-    )
-    p.add_argument(
-        "--sweep",
-        type=int,
-        default=None,
-        metavar="N",
-        help="compile candidates of N random problems (all families, odd dims included; "
-        "tiles.mosaic.agreement_sweep) and print how the rules agree with Mosaic",
-    )
-    p.add_argument("--seed", type=int, default=0, help="the sweep's seed (default 0)")
-    p.add_argument(
-        "--per-problem", type=int, default=4, help="candidates compiled per sweep problem (default 4)"
-    )
-    p.set_defaults(func=cmd_tiles_legal)

@@ -414,7 +414,7 @@ def adapt(
       ValueError: ``method`` is not a network, ``out_dir`` is ``model_dir`` (the model would be
       replaced), fewer than two families were measured, or no scoring row is left.
 
-    Measure in the label mode (`tpucost.method.device.pin_to_one_core`), as ``python -m tpucost
+    Measure in the label mode (`tpucost.method.device.pin_to_one_core`), as ``python -m lab
     adapt`` does.
     """
     if method not in NETWORKS:

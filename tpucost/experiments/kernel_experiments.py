@@ -30,7 +30,7 @@ help, and which hyperparameters to use.
 
   `HeldOutRows` scores programs a model never trained on in four columns (all rows, unseen,
   structure-novel, written by others): leave-one-device-out
-  (`tpucost.experiments.device_experiments`) and new families
+  (the lab's, ``python -m lab``) and new families
   (`tpucost.experiments.new_families`) use it.
 
 * `leave_group_out`: for each group of `tpucost.experiments.programs.FAMILY_GROUPS` present in the data

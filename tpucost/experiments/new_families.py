@@ -45,7 +45,7 @@ def _same_device(training: KernelDataset, dataset: KernelDataset) -> str | None:
         raise ValueError(
             f"data set {dataset.root} was measured on device {measured_on!r}, the model's training data "
             f"{training.root} on {trained_on!r}: score a model on another device with leave-one-device-out "
-            "or `tpucost adapt`, not here"
+            "or `python -m lab adapt`, not here"
         )
     return measured_on
 

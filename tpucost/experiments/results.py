@@ -1,7 +1,7 @@
 """The result tables the book's pages show, rendered from the bundled JSON files they summarise.
 
 No number in these tables is typed by hand: each comes from a file under ``tpucost/bundled/``
-written by the command named in its function's docstring. ``python -m tpucost experiment tables
+written by the command named in its function's docstring. ``python -m lab experiment tables
 --pages`` prints them all, and ``tests/test_docs_tables.py`` compares the pages' tables with them
 cell by cell, so a retrained model or a re-collected data set fails the tests until the pages
 follow.

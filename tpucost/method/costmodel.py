@@ -14,7 +14,7 @@ On another device `load` applies the correction stored for this model and device
 once that the predictions are for the other machine.
 
 A model that reads the device (trained on several device packs,
-`tpucost.experiments.device_experiments`) predicts for the device whose descriptor it is given
+by the lab's leave-one-device-out experiment, ``python -m lab``) predicts for the device whose descriptor it is given
 (`CostModel.descriptor`, `tpucost.method.descriptor`). `load` takes the descriptor of the device at
 hand from the checkpoint when the model trained on this device; otherwise it measures this
 device's descriptor (`tpucost.method.descriptor.load_or_measure`: about a minute once, then

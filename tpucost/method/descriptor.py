@@ -507,7 +507,7 @@ def _bytes(n: int | None) -> str:
 
 
 def descriptor_table(desc: DeviceDescriptor) -> str:
-    """A readable table of ``desc`` (what ``python -m tpucost device describe`` prints)."""
+    """A readable table of ``desc`` (what ``python -m lab device describe`` prints)."""
     rows = [
         ("device", f"{desc.backend} {desc.cpu_model or desc.device_kind!r} [{desc.device_id}]"),
         ("cores, mode", f"{desc.cores} ({desc.label_mode})"),

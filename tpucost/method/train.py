@@ -17,7 +17,7 @@ of a resumed run are those of an uninterrupted one.
 
 Fine-tuning is the same loop started from a trained model's parameters (``init_model``) instead of
 a fresh initialisation, e.g. a kernel model that reads the device adapted to a new device's few
-minutes of measurements (`tpucost.experiments.device_experiments`).
+minutes of measurements (the lab's leave-one-device-out experiment, ``python -m lab``).
 """
 
 from __future__ import annotations

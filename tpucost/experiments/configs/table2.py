@@ -1,7 +1,7 @@
 """The kernel task's experiments (Table 2 and the experiments beside it): their defaults, once.
 
 ``get_config()`` is what the bundled results were run with; ``get_smoke_config()`` tiny settings.
-`tpucost.experiments.kernel_experiments` and ``python -m tpucost experiment ...`` read their
+`tpucost.experiments.kernel_experiments` and ``python -m lab experiment ...`` read their
 defaults here.
 """
 

@@ -1,7 +1,7 @@
 """The tile task's experiments (Table 3, its split seeds, leave-family-out): their defaults, once.
 
 ``get_config()`` is what the bundled results were run with; ``get_smoke_config()`` tiny settings.
-`tpucost.experiments.tile_experiments` and ``python -m tpucost experiment ...`` read their
+`tpucost.experiments.tile_experiments` and ``python -m lab experiment ...`` read their
 defaults here. The training settings depend on the data set (`tpucost.method.tasks.tile.train_config`:
 40 epochs); ``epochs`` None keeps them.
 """

@@ -8,6 +8,4 @@ The splits they are cut into are part of the method (`tpucost.method.splits`).
 * `tpucost.experiments.data.kernel`: the kernel data set (the kernel task: `tpucost.method.tasks.kernel`).
 * `tpucost.experiments.data.tile`: the tile data set (the tile task: `tpucost.method.tasks.tile`).
 * `tpucost.experiments.data.additivity`: whether a collection's kernel labels add up to program wall times.
-* `tpucost.experiments.data.overlap`: how many of a program's kernels the kernel data (and a split's training
-  part) already holds.
 """

@@ -467,7 +467,7 @@ def load_kernel_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
         hint = f" {missing_bundled_hint(root)}" if path is None else ""
         raise FileNotFoundError(
             f"no kernel data set at {root} (no {SCHEMA_FILE}). Collect one with "
-            f"`python -m tpucost collect --out DIR` (or merge shards with `python -m tpucost data merge`).{hint}"
+            f"`python -m tpucost collect --out DIR` (or merge shards with `python -m lab data merge`).{hint}"
         )
     schema = read_json_object(schema_path)
     for field, expected in (("format", FORMAT), ("format_version", FORMAT_VERSION)):

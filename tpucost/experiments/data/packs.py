@@ -1,6 +1,6 @@
 """Device packs: one device's kernel data set, its fingerprint, its noise floor and its descriptor.
 
-A *device pack* is the folder ``tpucost collect`` and ``data merge`` write for one device, with
+A *device pack* is the folder ``python -m tpucost collect`` and ``python -m lab data merge`` write for one device, with
 what the rest of the project needs to trust and use its labels:
 
 ====================  ===========================================================================
@@ -31,7 +31,7 @@ over at least 20 re-measured kernels of 5 us or longer, the median relative diff
 
 The first pack is the bundled data set ``tpucost/bundled/kernels_cpu/`` (it keeps that path);
 later ones are bundled as ``tpucost/bundled/packs/<device_id>/`` (`bundled_packs`).
-``python -m tpucost data packs [--json]`` lists them (`list_packs`). A device has one pack
+``python -m lab data packs [--json]`` lists them (`list_packs`). A device has one pack
 (`check_one_pack_per_device`). Measurements that are to join a device's existing pack when it is
 next rebuilt (its models retrained with it) are collected in ``tpucost/bundled/pending/<device_id>/``
 (`PENDING_DIR`): in the repository, committed as they are measured, but not a pack (not listed,
@@ -136,7 +136,7 @@ class PackNoise:
 
 @dataclasses.dataclass(frozen=True)
 class PackSummary:
-    """What ``python -m tpucost data packs`` lists for one pack (`summarize_pack`).
+    """What ``python -m lab data packs`` lists for one pack (`summarize_pack`).
 
     Attributes:
       device_id: the device fingerprint's ``id``.
@@ -310,7 +310,7 @@ def write_pack_file(folder: str | os.PathLike) -> Path:
             **counts,
             "written_by_others": list(WRITTEN_BY_OTHERS),
             "shards": _fingerprint(folder, _read_schema(folder).shards),
-            "command": f"python -m tpucost data packs --write {folder}",
+            "command": f"python -m lab data packs --write {folder}",
         },
     )
 

@@ -15,13 +15,13 @@ legal that Mosaic refuses (the rules must never do that). Compiling a small kern
 under a second (about 0.06 s on a 2-core host after a first compile of about 0.4 s: one described
 chip serves every compile of a process).
 
-`agreement_sweep` (``python -m tpucost tiles-legal --sweep N --seed S``) measures the agreement on
+`agreement_sweep` (``python -m lab tiles-legal --sweep N --seed S``) measures the agreement on
 random problems of every family (`sweep_problems`: dims that are no multiple of 128 or of 8
 included), drawn from a stream of their own; `scoped_vmem_bytes` reads the scoped VMEM a compiled
 kernel uses, the figure the families' temporaries were fitted to.
 
 Learners without libtpu read the verdicts of notebook 04's problems from a bundled file
-(`load_bundled`, written by `write_bundled`: ``python -m tpucost tiles-legal --write-bundled``).
+(`load_bundled`, written by `write_bundled`: ``python -m lab tiles-legal --write-bundled``).
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def problem_report(
     family_name: str, shape: Sequence[int], dtype: Any = "float32", target: str = DEFAULT_TARGET
 ) -> dict[str, Any]:
     """`verdicts` of one problem with its `agreement`, the compiler's versions and the seconds
-    the compiles took: what ``python -m tpucost tiles-legal`` prints."""
+    the compiles took: what ``python -m lab tiles-legal`` prints."""
     start = time.perf_counter()
     rows = verdicts(family_name, shape, dtype, target)
     return {
@@ -334,7 +334,7 @@ def agreement_sweep(
 
     Returns ``{"seed", "problems", "target", "compiler", "seconds", "agreement" (of every row:
     `agreement`), "misses" (the rows where the rules and Mosaic disagree, each with its family,
-    shape and dtype)}``: what ``python -m tpucost tiles-legal --sweep N --seed S`` prints."""
+    shape and dtype)}``: what ``python -m lab tiles-legal --sweep N --seed S`` prints."""
     if per_problem < 1:
         raise ValueError(f"per_problem must be >= 1, got {per_problem}")
     compiler.require_tpu_compiler("Mosaic's verdict")
@@ -404,7 +404,7 @@ def write_bundled(
     path: str | os.PathLike | None = None,
     problems_: Sequence[tuple[str, Sequence[int], str]] = BUNDLED_PROBLEMS,
     target: str = DEFAULT_TARGET,
-    command: str = "python -m tpucost tiles-legal --write-bundled",
+    command: str = "python -m lab tiles-legal --write-bundled",
 ) -> dict[str, Any]:
     """Compile every candidate of ``problems_`` for ``target`` and write the verdicts as JSON with
     their provenance (command, versions, date); returns what was written."""

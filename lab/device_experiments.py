@@ -49,9 +49,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab import lodo
 from tpucost.experiments.adaptation import fine_tune
 from tpucost.experiments.calibration import fit_correction
-from tpucost.experiments.configs import lodo
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import kernel_collection, packs
 from tpucost.experiments.data.kernel import KernelDataset
@@ -463,7 +463,7 @@ def leave_one_device_out(
       those that miss the noise gate are left out (listed under ``"left_out"``).
       out_dir: the results folder; ``<device_id>/result.json`` per held-out device (kept on a
       rerun: finished devices are skipped) and the summary ``leave_one_device_out.json``.
-      config: the settings (default `tpucost.experiments.configs.lodo.get_config`).
+      config: the settings (default `lab.lodo.get_config`).
       progress: show training bars.
 
     Returns:

@@ -1,4 +1,4 @@
-"""Tests of tpucost.experiments.device_experiments: several device packs in one data set, the
+"""Tests of lab.device_experiments: several device packs in one data set, the
 adaptation budgets, the noise gate, and leave-one-device-out on synthetic packs (`device_packs`)."""
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 from device_packs import DEVICES, RENAMED, small_subset, write_fake_packs
 
-from tpucost import cli
-from tpucost.experiments import device_experiments
-from tpucost.experiments.configs import lodo
+from lab import cli, device_experiments, lodo
 from tpucost.experiments.data import collection
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.method import costmodel, descriptor, train

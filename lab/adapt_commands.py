@@ -1,4 +1,4 @@
-"""``python -m tpucost adapt``: fine-tune a kernel model on a few minutes of this machine's
+"""``python -m lab adapt``: fine-tune a kernel model on a few minutes of this machine's
 measurements, pinned to one core first, and print its error before and after on programs (and
 families) the adaptation did not use, beside the per-kind correction and a per-kind constant."""
 

@@ -1,4 +1,4 @@
-"""`tpucost.experiments.data.overlap`: a program's kernels found in a kernel data set (`data kernel-overlap`)."""
+"""`lab.overlap`: a program's kernels found in a kernel data set (`data kernel-overlap`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tpucost import cli
+from lab import cli, overlap
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.experiments.data import overlap
 from tpucost.method import features, hlo, kernels
 from tpucost.method.measure import compile_fn
 

@@ -223,7 +223,7 @@ class _PackRun:
         noise["start" if stage == "start" else "end"] = {
             **result,
             "pairs": self.pairs(),
-            "command": f"python -m tpucost collect-pack --out {self.out} --resume (noise floor: {stage})",
+            "command": f"python -m lab collect-pack --out {self.out} --resume (noise floor: {stage})",
             "rows": rows,
         }
         write_json_atomic(self.out / kernel_data.NOISE_FILE, noise)
@@ -376,7 +376,7 @@ def _refuse_a_second_bundled_pack(out: Path, device_id: str) -> None:
         raise ValueError(
             f"this device ({device_id}) already has a bundled pack, {existing}: a device has one pack, "
             f"so {out} would be a second one. Collect a pack on a host whose device has none "
-            "(`python -m tpucost data packs` lists them); measurements of this device that are to join "
+            "(`python -m lab data packs` lists them); measurements of this device that are to join "
             f"its pack go to tpucost/bundled/{packs.PENDING_DIR}/{{device_id}} (--families: the ones it lacks)"
         )
 

@@ -1,4 +1,4 @@
-"""``python -m tpucost device describe``: measures this machine's descriptor after pinning to one
+"""``python -m lab device describe``: measures this machine's descriptor after pinning to one
 core (or takes the cached one) and prints it; ``--out`` also saves it, e.g. into a device pack."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The leave-one-device-out experiment (`tpucost.experiments.device_experiments`): its defaults, once.
+"""The leave-one-device-out experiment (`lab.device_experiments`): its defaults, once.
 
-``get_config()`` is what ``python -m tpucost experiment leave-one-device-out`` runs with;
+``get_config()`` is what ``python -m lab experiment leave-one-device-out`` runs with;
 ``get_smoke_config()`` tiny settings that run in seconds on small synthetic packs (tests).
 """
 
