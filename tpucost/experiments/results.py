@@ -32,9 +32,9 @@ from tpucost.method import checkpoint
 from tpucost.method.metrics import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
+    MIN_PROGRAMS_TO_BOLD,
     THRESHOLD_NS,
-    bootstrap_medians,
-    percentile_interval,
+    part_evidence,
 )
 from tpucost.method.tasks.kernel import METHODS
 
@@ -134,64 +134,6 @@ def novelty_parts(result: Mapping[str, Any]) -> tuple[tuple[str | None, str], ..
     if result.get(BY_OTHERS_PART[0], {}).get("n_kernels"):
         parts = (*parts, BY_OTHERS_PART)
     return (*parts, NOVELTY_PARTS[-1])
-
-
-#: A part's winner is bolded only where its MAPE >= 5 us rests on at least this many programs.
-MIN_PROGRAMS_TO_BOLD = 3
-
-
-def part_evidence(
-    results: Mapping[str, Mapping[str, Any]],
-    key: str | None,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-) -> dict[str, Any]:
-    """What one part's MAPE >= 5 us of each method rests on, and whether it names a winner.
-
-    Args:
-      results: `kernel_experiments.evaluate_split` results by method, with
-        ``"per_program_ge5us"`` in each part (`tpucost.method.metrics.program_mapes_ge5us`).
-      key: the part (a key of the results, None for all rows).
-
-    Returns:
-      ``{"rows": rows >= 5 us, "programs": programs with such rows, "all_rows": every row of the
-      part, "interval": {method: (low, high)}, "best": the method of the lowest MAPE >= 5 us or
-      None, "winner": best or None}``. The interval is the 95% percentile interval of the median
-      over programs of each program's MAPE >= 5 us, the programs resampled with replacement
-      (``resamples`` draws, ``seed``; `tpucost.method.metrics.bootstrap_medians`): the headline
-      recomputed on each resample. The same draws serve every method, so the differences are
-      paired: ``winner`` is ``best`` only where, against every other method, the 95% interval of
-      (other's MAPE - best's MAPE) over the draws lies above 0, and the part rests on at least
-      `MIN_PROGRAMS_TO_BOLD` programs; otherwise None (no bold).
-    """
-    methods = list(results)
-    first = _part(results[methods[0]], key)
-    evidence = first.get("per_program_ge5us") or {"program": [], "rows": []}
-    out: dict[str, Any] = {
-        "rows": int(sum(evidence["rows"])),
-        "programs": len(evidence["program"]),
-        "all_rows": int(first.get("n_kernels", 0)),
-        "interval": {},
-        "best": None,
-        "winner": None,
-    }
-    scored = []
-    for m in methods:
-        mine = _part(results[m], key).get("per_program_ge5us")
-        if mine and mine["program"] == evidence["program"] and len(mine["program"]):
-            scored.append(m)
-    if not scored:
-        return out
-    values = np.asarray([_part(results[m], key)["per_program_ge5us"]["mape"] for m in scored])
-    medians = bootstrap_medians(values, resamples, seed)
-    low, high = percentile_interval(medians)
-    out["interval"] = {m: (float(low[i]), float(high[i])) for i, m in enumerate(scored)}
-    best = int(np.argmin(np.median(values, axis=1)))
-    out["best"] = scored[best]
-    gaps = np.delete(medians, best, axis=1) - medians[:, [best]]
-    if gaps.shape[1] and out["programs"] >= MIN_PROGRAMS_TO_BOLD and np.all(percentile_interval(gaps)[0] > 0):
-        out["winner"] = scored[best]
-    return out
 
 
 #: Columns of `table2_frame`, after the paper's Table 2.

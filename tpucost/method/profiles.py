@@ -29,7 +29,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from jax.profiler import ProfileData
+
 from tpucost import compat
+from tpucost.files import bundled_dir
 from tpucost.method import backends, hlo, kernels, trace_events, wire
 
 __all__ = ["embedded_hlo", "backend_configs", "plane_backend", "profile_report", "bundled_v6e_profile"]
@@ -118,8 +121,6 @@ def profile_report(path: str | Path) -> dict[str, Any]:
     kernels) and ``missing`` (kernels of the HLO with no event). ValueError (one line, naming the
     file) for a file that is not a profile.
     """
-    from jax.profiler import ProfileData
-
     path = Path(path)
     try:
         space = path.read_bytes()
@@ -201,6 +202,4 @@ def _module_entry(
 
 def bundled_v6e_profile() -> Path:
     """The shipped profile of a real TPU v6e (``tpucost/bundled/tpu_ground_truth/``, its README)."""
-    from tpucost.files import bundled_dir
-
     return bundled_dir() / "tpu_ground_truth" / "tpu_inference_2.xplane.pb"
