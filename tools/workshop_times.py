@@ -81,7 +81,7 @@ def long_cells(executed: Path) -> dict[str, float]:
 def table(rec: dict) -> str:
     """The guide's table: per notebook its time, start, load and longest cells; then the total."""
     rows = [
-        f"Recorded by one `make demo` ({rec['notebooks'][0]['by']}) on {rec['device']}, from "
+        f"Recorded by one run of {rec['notebooks'][0]['by']} on {rec['device']}, from "
         f"{rec['notebooks'][0]['started']}; the load average at each notebook's end is in its row "
         "(above 1 on this 2-core host, another process shared it). `docs/results/demo.json` holds the record.",
         "",
