@@ -51,7 +51,12 @@ def test_one_core_mode_makes_overlapping_kernels_add_up():
         convolutions = [ns for name, ns in run["labels"].items() if name.startswith("conv")]
         assert len(convolutions) == 2 and min(convolutions) >= LARGE_KERNEL_NS, run["labels"]
     ratio = float(np.median([run["span_ratio"] for run in pinned]))
-    assert abs(ratio - 1) <= LABEL_NOISE_P90_LARGE, f"summed labels / traced run span, pinned: {ratio:.2f}"
+    # One at a time, no kernel's time is counted twice: never above the span by more than the noise
+    # (unpinned, overlapping convolutions count each other's time). Below the span is time between
+    # kernels that no label holds, a property of the host: within the noise on the first pack's EPYC
+    # host, 0.75-0.82 in 4 of 6 runs on the Intel host 2a0928010d78 (2026-12-07). The convolutions
+    # still make most of the run.
+    assert 0.5 <= ratio <= 1 + LABEL_NOISE_P90_LARGE, f"summed labels / traced run span, pinned: {ratio:.2f}"
 
 
 @pytest.mark.skipif(device.usable_cores() < 2, reason="needs a process with several cores")
