@@ -257,7 +257,7 @@ def bootstrap_medians(
 
     Args:
       values: float[m, P] (or float[P]): m methods' per-program values (e.g. each program's MAPE of
-        `program_mapes_ge5us`) on the same P programs, in the same order.
+      `program_mapes_ge5us`) on the same P programs, in the same order.
       resamples: how many resamples of the P programs.
       seed: the seed of the draws (`numpy.random.default_rng`).
 
@@ -380,7 +380,7 @@ def part_evidence(
 
     Args:
       results: `tpucost.experiments.kernel_experiments.evaluate_split` results by method, with
-        ``"per_program_ge5us"`` in each part (`tpucost.method.metrics.program_mapes_ge5us`).
+      ``"per_program_ge5us"`` in each part (`tpucost.method.metrics.program_mapes_ge5us`).
       key: the part (a key of the results, None for all rows).
 
     Returns:
