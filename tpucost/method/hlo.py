@@ -2,32 +2,23 @@
 
 `parse_module(text)` reads one HLO module -- the optimized HLO of a jitted JAX function
 (``jax.jit(f).lower(*args).compile().as_text()``) on CPU, GPU or TPU, or a module of XLA's own
-tools and tests -- into::
-
-    Module        .name, .attributes, .computations (name -> Computation, file order), .entry
-    Computation   .name, .parameters, .result_shape, .instructions (file order), .root, .is_entry
-    Instruction   .name, .opcode, .shape, .operands (names), .attributes, .called_computations
-    Shape         .element_type, .dims, .dynamic_dims, .layout, .tuple_shapes
-    Layout        .minor_to_major, .tiles, .memory_space, .extra
-
-The text follows a small grammar, read here bottom up, one section each (after XLA's own
-``xla/hlo/parser/hlo_parser.cc``, which checks more than the cost model needs)::
+tests -- into a `Module` of `Computation` s of `Instruction` s, each with its `Shape` (and its
+`Layout`), operands and attributes. The text follows a small grammar, read below from the
+smallest part up (after XLA's ``xla/hlo/parser/hlo_parser.cc``, which checks more than we need)::
 
     shape        f32[2,<=3]{1,0:T(8,128)S(1)}  |  (shape, ...)  |  token[]
     instruction  [ROOT] %name = shape opcode(operand, ...), attribute=value, ...
     computation  [ENTRY] %name (p: shape, ...) -> shape { instruction ... }
     module       HloModule name, attribute=value, ...   computation ...
 
-Attributes whose meaning later stages read become Python values (``dimensions`` -> tuple of
-ints, ``window`` -> `Window`, ``slice`` -> ((start, limit, stride), ...), ``padding`` -> ((low,
-high, interior), ...), ``backend_config`` -> dict when it is JSON, ``metadata`` -> dict, ...);
-every other attribute keeps its text. Names follow XLA's: instruction and computation names are
-made unique module-wide as its NameUniquer does, and computations written inline in attributes
-(``to_apply={...}``) are named ``_``, ``_.1``, ... in file order.
+Attributes that later stages read become Python values (``dimensions`` -> tuple of ints,
+``window`` -> `Window`, ``slice`` -> ((start, limit, stride), ...), ``padding`` -> ((low, high,
+interior), ...), ``backend_config`` -> dict when it is JSON, ``metadata`` -> dict, ...); the
+others keep their text. Names are XLA's: made unique module-wide as its NameUniquer does, and
+computations written inline in attributes (``to_apply={...}``) are named ``_``, ``_.1``, ....
 
 Bad input raises `HloParseError` (a `ValueError`) naming line and column and quoting the text
-found there. No other exception leaves `parse_module`, and the parser always moves forward, so
-no input makes it hang.
+found there. No other exception leaves `parse_module`, and no input makes it hang.
 """
 
 from __future__ import annotations
@@ -36,28 +27,14 @@ import bisect
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = [
-    "HloParseError",
-    "Layout",
-    "Shape",
-    "Window",
-    "Instruction",
-    "Computation",
-    "Module",
-    "OPCODES",
-    "ELEMENT_TYPES",
-    "parse_module",
-    "parse_shape",
-    "split_modules",
-]
+__all__ = ["HloParseError", "Layout", "Shape", "Window", "Instruction", "Computation", "Module"]
+__all__ += ["OPCODES", "ELEMENT_TYPES", "parse_module", "parse_shape", "split_modules"]
 
-# ---------------------------------------------------------------------------------------------
-# 1. The vocabulary: opcodes, element types, and which attributes hold what
-# ---------------------------------------------------------------------------------------------
+# 1. The vocabulary: opcodes, element types, and which attributes hold what ------------------
 
 #: Every opcode of XLA (jaxlib 0.10.2 knows these 133), in XLA's text spelling.
 OPCODES: tuple[str, ...] = tuple(
@@ -108,9 +85,7 @@ _COMPUTATION_ATTRS = frozenset(
 )
 _MAX_NESTING = 200  # brackets or tuple shapes nested deeper are refused (no Python crash)
 
-# ---------------------------------------------------------------------------------------------
-# 2. What a parse gives: the data model
-# ---------------------------------------------------------------------------------------------
+# 2. What a parse gives: the data model ---------------------------------------------------------
 
 
 class HloParseError(ValueError):
@@ -138,11 +113,8 @@ class Layout:
 
 @dataclass(frozen=True)
 class Shape:
-    """An HLO shape: an array (element type, dims, layout), a tuple, a token or opaque.
-
-    A dynamic dimension ``<=8`` has size 8 and ``dynamic_dims`` True; ``?`` has size -1. A buffer
-    ``b(f32[2])`` is element type ``buffer`` around its one inner shape.
-    """
+    """An array (element type, dims, layout), a tuple, a token or opaque; ``b(f32[2])``, a buffer,
+    is element type ``buffer`` around its one shape. A dim ``<=8`` is 8 and dynamic, ``?`` is -1."""
 
     element_type: str
     dims: tuple[int, ...] = ()
@@ -161,9 +133,7 @@ class Shape:
     @property
     def num_elements(self) -> int:
         """Elements of an array shape (1 for a scalar); summed over leaves for a tuple."""
-        if self.is_tuple:
-            return sum(s.num_elements for s in self.tuple_shapes)
-        return math.prod(self.dims)
+        return sum(s.num_elements for s in self.tuple_shapes) if self.is_tuple else math.prod(self.dims)
 
     @property
     def byte_size(self) -> int:
@@ -183,10 +153,8 @@ class Shape:
     def __str__(self) -> str:
         if self.is_tuple:
             return "(" + ", ".join(str(s) for s in self.tuple_shapes) + ")"
-        dims = ",".join(
-            f"<={d}" if dyn else str(d) for d, dyn in zip(self.dims, self.dynamic_dims, strict=False)
-        )
-        return f"{self.element_type}[{dims}]"
+        dims = (f"<={d}" if dyn else str(d) for d, dyn in zip(self.dims, self.dynamic_dims, strict=False))
+        return f"{self.element_type}[{','.join(dims)}]"
 
 
 @dataclass(frozen=True)
@@ -267,9 +235,7 @@ class Module:
 
 _UNKNOWN = Shape("unknown")  # the shape of an instruction written without one
 
-# ---------------------------------------------------------------------------------------------
-# 3. Tokens: whitespace and comments, names, integers, strings, bracketed groups
-# ---------------------------------------------------------------------------------------------
+# 3. Tokens: whitespace and comments, names, integers, strings, bracketed groups ----------------
 
 _SKIP = re.compile(r"(?:[ \t\r\n\f\v]|/\*.*?\*/|//[^\n]*)*", re.S)
 _NAME = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
@@ -281,24 +247,22 @@ _INT = re.compile(r"[+-]?\d+")
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"', re.S)
 _QUOTED = {q: re.compile(rf"{q}(?:[^{q}\\]|\\.)*{q}", re.S) for q in "\"'"}
 _CLOSE = {"(": ")", "[": "]", "{": "}"}
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
-_DIM = re.compile(r"(<=)?(\d+)|\?")
+_DIM = re.compile(r"(<=)?(\d+)|\?")  # 8, <=8 (dynamic) or ? (unknown, -1)
 _LAYOUT_START = re.compile(r"-?\d|:")
 _LAYOUT_TAG = re.compile(r"[A-Z]+|[#*]")
 _DIM_LABELS = re.compile(r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}")
 _PADDING = re.compile(r"-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*")
 _MESH = re.compile(r"mesh\[(.*)\]\s*\{(.*)\}", re.S)
-_ALIAS_ENTRY = re.compile(
-    r"\{[\d,\s]*\}\s*:\s*\(\s*\d+\s*,\s*\{[\d,\s]*\}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)"
-)
+_ALIAS = re.compile(r"\{[\d,\s]*\}\s*:\s*\(\s*\d+\s*,\s*\{[\d,\s]*\}\s*(?:,\s*(?:may|must)-alias\s*)?\)")
 _INLINE_BODY = re.compile(r"\{\s*(?:ROOT\s+)?%?[A-Za-z_][A-Za-z0-9_.\-]*\s*=")
 _INLINE_OP = re.compile(r"([a-z][a-z0-9\-]*)\(")
 _SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
 
 def _unquote(quoted: str) -> str:
-    """The text of a quoted string, escapes (``\\n``, ``\\"``, ...) resolved."""
-    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), quoted[1:-1], flags=re.S)
+    """The text of a quoted string, its escapes (``\\n``, ``\\"``, ...) resolved."""
+    escapes = {"n": "\n", "t": "\t", "r": "\r"}
+    return re.sub(r"\\(.)", lambda m: escapes.get(m[1], m[1]), quoted[1:-1], flags=re.S)
 
 
 class _Parser:
@@ -307,14 +271,9 @@ class _Parser:
     def __init__(self, text: str, source: str = "<hlo>"):
         self.text, self.source, self.pos, self.depth = text, source, 0, 0
         self.pending: list[Instruction] = []  # instructions written inline as operands
-        self.inline_count = 0  # of those
-        self.inline_bodies = 0  # of computations written inline
+        self.inline_count = self.inline_bodies = 0  # those, and computations written inline
         self.inline_computations: list[Computation] = []  # bodies written inside attributes
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
-
-    def where(self, pos: int) -> tuple[int, int]:
-        line = bisect.bisect_right(self.line_starts, pos)
-        return line, pos - self.line_starts[line - 1] + 1
 
     def error(self, message: str, pos: int | None = None) -> HloParseError:
         """An error at `pos` (default: here) that quotes the rest of its line."""
@@ -324,68 +283,67 @@ class _Parser:
         found = repr(snippet) if snippet.strip() else "end of line" if end != -1 else "end of input"
         return HloParseError(f"{message}; found {found}", *self.where(pos), self.source)
 
-    def error_on_line(self, message: str, line: int) -> HloParseError:
-        """An error about a whole instruction, found after reading it."""
-        return HloParseError(message, line, 1, self.source)
+    def where(self, pos: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.line_starts, pos)
+        return line, pos - self.line_starts[line - 1] + 1
 
-    def skip(self) -> None:
-        """Skip whitespace and comments."""
+    def skip(self) -> int:
+        """Skip whitespace and comments; the position reached."""
         self.pos = _SKIP.match(self.text, self.pos).end()
         if self.text.startswith("/*", self.pos):
             raise self.error("unterminated /* comment")
+        return self.pos
 
     def peek(self, s: str) -> bool:
-        self.skip()
-        return self.text.startswith(s, self.pos)
+        return self.text.startswith(s, self.skip())
 
     def accept(self, s: str) -> bool:
-        if self.peek(s):
-            self.pos += len(s)
-            return True
-        return False
+        if not self.peek(s):
+            return False
+        self.pos += len(s)
+        return True
 
     def expect(self, s: str, what: str | None = None) -> None:
         if not self.accept(s):
             raise self.error(f"expected {what or repr(s)}")
 
     def match(self, pattern: re.Pattern[str], what: str) -> re.Match[str]:
-        self.skip()
-        m = pattern.match(self.text, self.pos)
+        m = pattern.match(self.text, self.skip())
         if not m:
             raise self.error(f"expected {what}")
         self.pos = m.end()
         return m
 
-    def at(self, pattern: re.Pattern[str]) -> bool:
-        self.skip()
-        return bool(pattern.match(self.text, self.pos))
-
-    def at_end(self) -> bool:
-        self.skip()
-        return self.pos >= len(self.text)
-
     def word(self) -> str:
         """The identifier that comes next (not consumed), or ''."""
-        self.skip()
-        m = _WORD.match(self.text, self.pos)
-        return m.group(0) if m else ""
+        m = _WORD.match(self.text, self.skip())
+        return m[0] if m else ""
 
     def keyword(self, word: str) -> bool:
-        if self.word() == word:
-            self.pos += len(word)
-            return True
-        return False
+        if self.word() != word:
+            return False
+        self.pos += len(word)
+        return True
 
     def name(self, what: str = "a name") -> str:
-        return self.match(_NAME, what).group(1)
+        return self.match(_NAME, what)[1]
 
     def integer(self, what: str = "an integer") -> int:
-        return int(self.match(_INT, what).group(0))
+        return int(self.match(_INT, what)[0])
+
+    def listed(self, read: Callable[[], Any], close: str, what: str) -> list[Any]:
+        """`read()` items separated by ',' up to `close` (the opening bracket already read)."""
+        items = []
+        if not self.accept(close):
+            items.append(read())
+            while not self.accept(close):
+                self.expect(",", f"',' or '{close}' in {what}")
+                items.append(read())
+        return items
 
     def balanced(self) -> str:
         """One bracketed group ``(...)``, ``[...]`` or ``{...}`` (strings respected)."""
-        self.skip()
-        start = self.pos
+        start = self.skip()
         if self.text[start : start + 1] not in _CLOSE:
             raise self.error("expected '(', '[' or '{'")
         self.pos = self.group_end(start)
@@ -419,16 +377,19 @@ class _Parser:
             raise self.error("unterminated string", pos)
         return m.end()
 
-    # -----------------------------------------------------------------------------------------
-    # 4. Shapes: f32[2,<=3]{1,0:T(8,128)S(1)}, (shape, ...), b(shape), token[]
-    # -----------------------------------------------------------------------------------------
+    def int_of(self, text: str, pos: int, what: str) -> int:
+        """`text` as an integer, or an error at `pos`."""
+        if not _INT.fullmatch(text := text.strip()):
+            raise self.error(f"expected an integer {what}, got {text!r}", pos)
+        return int(text)
+
+    # 4. Shapes: f32[2,<=3]{1,0:T(8,128)S(1)}, (shape, ...), b(shape), token[] ------------------
 
     def looks_like_shape(self) -> bool:
-        self.skip()
-        if self.text.startswith(("(", "b("), self.pos):
+        if self.text.startswith(("(", "b("), self.skip()):
             return True
         m = _WORD.match(self.text, self.pos)
-        return bool(m) and m.group(0) in ELEMENT_TYPES and self.text.startswith("[", m.end())
+        return bool(m) and m[0] in ELEMENT_TYPES and self.text.startswith("[", m.end())
 
     def shape(self) -> Shape:
         self.depth += 1
@@ -436,48 +397,32 @@ class _Parser:
             raise self.error("shapes nested too deeply")
         try:
             if self.accept("("):
-                leaves: list[Shape] = []
-                if not self.accept(")"):
-                    while True:
-                        leaves.append(self.shape())
-                        if self.accept(")"):
-                            break
-                        self.expect(",", "',' or ')' in a tuple shape")
-                return Shape("tuple", tuple_shapes=tuple(leaves))
+                return Shape("tuple", tuple_shapes=tuple(self.listed(self.shape, ")", "a tuple shape")))
             if self.text.startswith("b(", self.pos):  # a buffer: b(f32[2,4])
                 self.pos += 2
                 inner = self.shape()
                 self.expect(")", "')' to close the buffer shape")
                 return Shape("buffer", tuple_shapes=(inner,))
             start = self.pos
-            word = self.match(_WORD, "a shape").group(0)
+            word = self.match(_WORD, "a shape")[0]
             if word not in ELEMENT_TYPES:
                 raise self.error(f"unknown element type {word!r}", start)
             if word in ("token", "opaque") and not self.peek("["):
                 return Shape(word)
             self.expect("[", f"'[' after element type {word!r}")
-            dims: list[int] = []
-            dynamic: list[bool] = []
-            if not self.accept("]"):
-                while True:
-                    m = self.match(_DIM, "a dimension size")  # 8, <=8 (dynamic) or ? (unknown: -1)
-                    dims.append(int(m.group(2)) if m.group(2) else -1)
-                    dynamic.append(m.group(0) != m.group(2))
-                    if self.accept("]"):
-                        break
-                    self.expect(",", "',' or ']' in the dimensions")
+            dims = self.listed(lambda: self.match(_DIM, "a dimension size"), "]", "the dimensions")
+            sizes = tuple(int(m[2]) if m[2] else -1 for m in dims)
             layout = self.layout(len(dims)) if self.layout_follows() else None
-            return Shape(word, tuple(dims), tuple(dynamic), layout)
+            return Shape(word, sizes, tuple(m[0] != m[2] for m in dims), layout)
         finally:
             self.depth -= 1
 
     def layout_follows(self) -> bool:
         """Whether a layout ``{...}`` comes next, glued to the dims or after whitespace.
 
-        As in XLA's parser, a ``{`` starts a layout only when an integer or ``:`` follows it
-        (``f32[4] {0}``, ``f32[8,128] {1,0:T(8,128)}``); any other ``{`` is not part of the shape
-        -- e.g. the body of ``ENTRY %main (p: f32[4]) -> f32[4] {``, whose next token is an
-        instruction name. A glued ``{}`` is also read as an (empty) layout, which XLA rejects.
+        As in XLA, a ``{`` starts a layout only when an integer or ``:`` follows it (``f32[4]
+        {0}``); any other ``{`` is not part of the shape -- e.g. the body of ``ENTRY %main (p:
+        f32[4]) -> f32[4] {``. A glued ``{}`` is also read as an (empty) layout, which XLA rejects.
         """
         brace = _SKIP.match(self.text, self.pos).end()
         if not self.text.startswith("{", brace):
@@ -498,14 +443,20 @@ class _Parser:
         if self.accept(":"):
             while not self.accept("}"):
                 tag_start = self.pos
-                tag = self.match(_LAYOUT_TAG, "a layout attribute (T, S, E, L, D, ...)").group(0)
+                tag = self.match(_LAYOUT_TAG, "a layout attribute (T, S, E, L, D, ...)")[0]
                 groups = []
                 while self.peek("("):
                     groups.append(self.balanced())
                 if not groups:
                     raise self.error(f"expected '(' after layout attribute {tag!r}")
-                if tag == "T":
-                    tiles += (self.tile(g, tag_start) for g in groups)
+                if tag == "T":  # tiles: T(8,128)(2,1), a `*` dimension is -1
+                    for g in groups:
+                        parts = [s.strip() for s in g[1:-1].split(",")] if g[1:-1].strip() else []
+                        tiles.append(
+                            tuple(
+                                -1 if s == "*" else self.int_of(s, tag_start, "tile dimension") for s in parts
+                            )
+                        )
                 elif tag == "S":
                     memory_space = self.int_of(groups[0][1:-1], tag_start, "memory space")
                 else:
@@ -513,29 +464,15 @@ class _Parser:
         else:
             self.expect("}", "'}' to close the layout")
         if minor_to_major and sorted(minor_to_major) != list(range(rank)):
-            raise self.error(
-                f"layout {{{','.join(map(str, minor_to_major))}}} does not fit a rank-{rank} shape"
-            )
+            dims = ",".join(map(str, minor_to_major))
+            raise self.error(f"layout {{{dims}}} does not fit a rank-{rank} shape")
         return Layout(tuple(minor_to_major), tuple(tiles), memory_space, extra)
 
-    def tile(self, group: str, pos: int) -> tuple[int, ...]:
-        parts = [s.strip() for s in group[1:-1].split(",")] if group[1:-1].strip() else []
-        return tuple(-1 if s == "*" else self.int_of(s, pos, "tile dimension") for s in parts)
-
-    def int_of(self, text: str, pos: int, what: str) -> int:
-        text = text.strip()
-        if not _INT.fullmatch(text):
-            raise self.error(f"expected an integer {what}, got {text!r}", pos)
-        return int(text)
-
-    # -----------------------------------------------------------------------------------------
-    # 5. Attribute values: the text of `key=value`, then the Python value later stages read
-    # -----------------------------------------------------------------------------------------
+    # 5. Attribute values: the text of `key=value`, then the Python value later stages read ----
 
     def attribute_value(self, key: str) -> str:
         """The text of one value: brackets and strings balanced, ending at ',' or a space."""
-        self.skip()
-        start = self.pos
+        start = self.skip()
         if key == "literal" and self.looks_like_shape():  # `literal=s32[] 1`: a shape, then a value
             self.shape()
             self.skip()
@@ -563,6 +500,7 @@ class _Parser:
 
     def convert(self, key: str, value: str, pos: int) -> Any:
         """An attribute's text as the Python value later stages read (errors point at `pos`)."""
+        braced = value.startswith("{") and value.endswith("}")
         if key == "dimensions":
             dims = self.int_list(key, value, pos)
             if any(d < 0 for d in dims):
@@ -570,8 +508,7 @@ class _Parser:
             return dims
         if key in _INT_LIST_ATTRS:
             if value.startswith("{{"):  # a list of lists, e.g. slice_sizes={{2,4},{2,4}}
-                groups = re.findall(r"\{([^{}]*)\}", value)
-                return tuple(self.int_list(key, "{" + g + "}", pos) for g in groups)
+                return tuple(self.int_list(key, g, pos) for g in re.findall(r"\{[^{}]*\}", value))
             return self.int_list(key, value, pos)
         if key in _INT_ATTRS:
             return self.int_of(value, pos, f"for {key}")
@@ -585,19 +522,25 @@ class _Parser:
         if key == "control-predecessors":
             return self.names(key, value, pos)
         if key == "window":
+            if not braced:
+                raise self.error(f"window expects {{size=... stride=...}}, got {value!r}", pos)
             return self.window(value, pos)
-        if key == "dim_labels":
-            if not _DIM_LABELS.fullmatch(value):
-                raise self.error(f"dim_labels expects e.g. b01f_01io->b01f, got {value!r}", pos)
-            return value
+        if key == "dim_labels" and not _DIM_LABELS.fullmatch(value):
+            raise self.error(f"dim_labels expects e.g. b01f_01io->b01f, got {value!r}", pos)
         if key == "slice":
-            return self.slice(value, pos)
+            if not braced:
+                raise self.error(f"slice expects {{[start:limit:stride], ...}}, got {value!r}", pos)
+            return tuple(self.bound(m[0], m[1], pos) for m in re.finditer(r"\[([^\]]*)\]", value))
         if key == "padding":
             if not _PADDING.fullmatch(value):
                 raise self.error(f"padding expects low_high[_interior]x..., got {value!r}", pos)
             return tuple((*map(int, part.split("_")), 0)[:3] for part in value.split("x"))  # interior 0
         if key == "backend_config":
-            return _backend_config(value)
+            raw = _unquote(value) if value.startswith('"') else value
+            try:
+                return json.loads(raw) if raw.startswith("{") else raw
+            except (ValueError, RecursionError):
+                return raw
         if key in ("metadata", "frontend_attributes"):
             if not value.startswith("{"):
                 raise self.error(f"attribute {key!r} expects {{...}}, got {value!r}", pos)
@@ -608,6 +551,7 @@ class _Parser:
         return _unquote(value) if value.startswith('"') else value
 
     def int_list(self, key: str, value: str, pos: int) -> tuple[int, ...]:
+        """``{1,2,3}`` -> (1, 2, 3)."""
         if not (value.startswith("{") and value.endswith("}")):
             raise self.error(f"attribute {key!r} expects {{int, ...}}, got {value!r}", pos)
         body = value[1:-1].strip()
@@ -619,20 +563,14 @@ class _Parser:
         if value.startswith("{"):
             if not value.endswith("}"):
                 raise self.error(f"attribute {key!r}: expected '}}'", pos)
-            body = value[1:-1].strip()
-            items = [s.strip() for s in body.split(",")] if body else []
-        names = []
+            items = [s.strip() for s in value[1:-1].split(",")] if value[1:-1].strip() else []
         for item in items:
-            m = _NAME.fullmatch(item)
-            if not m:
+            if not _NAME.fullmatch(item):
                 raise self.error(f"attribute {key!r}: {item!r} is not a name", pos)
-            names.append(m.group(1))
-        return tuple(names)
+        return tuple(_NAME.fullmatch(item)[1] for item in items)
 
     def window(self, value: str, pos: int) -> Window:
         """``{size=3x3 stride=2x2 pad=1_1x0_1 lhs_dilate=.. rhs_dilate=.. rhs_reversal=..}``."""
-        if not (value.startswith("{") and value.endswith("}")):
-            raise self.error(f"window expects {{size=... stride=...}}, got {value!r}", pos)
         fields: dict[str, Any] = {}
         for item in value[1:-1].split():
             key, eq, body = item.partition("=")
@@ -653,55 +591,34 @@ class _Parser:
                 raise self.error(f"window: unknown field {key!r}", pos)
         return Window(**fields)
 
-    def slice(self, value: str, pos: int) -> tuple[tuple[int, int, int], ...]:
-        """``{[0:4], [0:8:2]}`` -> ((0, 4, 1), (0, 8, 2))."""
-        if not (value.startswith("{") and value.endswith("}")):
-            raise self.error(f"slice expects {{[start:limit:stride], ...}}, got {value!r}", pos)
-        out = []
-        for m in re.finditer(r"\[([^\]]*)\]", value):
-            parts = m.group(1).split(":")
-            if len(parts) not in (2, 3):
-                msg = f"slice bound {m.group(0)!r}: expected [start:limit] or [start:limit:stride]"
-                raise self.error(msg, pos)
-            nums = [self.int_of(s, pos, "slice bound") for s in parts]
-            out.append((nums[0], nums[1], nums[2] if len(nums) == 3 else 1))
-        return tuple(out)
+    def bound(self, text: str, inside: str, pos: int) -> tuple[int, int, int]:
+        """One slice bound ``[start:limit]`` or ``[start:limit:stride]`` (stride 1 by default)."""
+        if len(parts := inside.split(":")) not in (2, 3):
+            raise self.error(f"slice bound {text!r}: expected [start:limit] or [start:limit:stride]", pos)
+        nums = [self.int_of(s, pos, "slice bound") for s in parts]
+        return nums[0], nums[1], nums[2] if len(nums) == 3 else 1
 
     def check_mesh(self, value: str, pos: int) -> None:
         """``replica_groups=mesh['x'=2,'y'=2] {'x'}``: the axes in braces are axes of the mesh."""
         if not value.startswith("mesh"):
             return
-        m = _MESH.fullmatch(value)
-        if not m:
+        if not (m := _MESH.fullmatch(value)):
             raise self.error(f"replica_groups: malformed mesh {value!r}", pos)
         axes = set()
-        for item in _split_top(m.group(1)):
-            am = re.fullmatch(r"\s*'([^']*)'\s*=\s*\d+\s*", item)
-            if not am:
+        for item in _split_top(m[1]):
+            if not (axis := re.fullmatch(r"\s*'([^']*)'\s*=\s*\d+\s*", item)):
                 msg = f"replica_groups mesh: expects string axis 'name'=size, got {item.strip()!r}"
                 raise self.error(msg, pos)
-            axes.add(am.group(1))
-        for item in _split_top(m.group(2)):
-            am = re.fullmatch(r"\s*'([^']*)'(?::\d+\(\d+\))?\s*", item)
-            if not am or am.group(1) not in axes:
+            axes.add(axis[1])
+        for item in _split_top(m[2]):
+            axis = re.fullmatch(r"\s*'([^']*)'(?::\d+\(\d+\))?\s*", item)
+            if not axis or axis[1] not in axes:
                 raise self.error(f"replica_groups mesh: {item.strip()!r} is not an axis of the mesh", pos)
 
-    def check_alias(self, value: str, pos: int) -> None:
-        """``input_output_alias={ {0}: (0, {}, may-alias), ... }``."""
-        if not (value.startswith("{") and value.endswith("}")):
-            raise self.error("input_output_alias expects { {output index}: (param, {param index}) ... }", pos)
-        for item in _split_top(value[1:-1]):
-            if not _ALIAS_ENTRY.fullmatch(item.strip()):
-                msg = f"input_output_alias: malformed entry {item.strip()!r}; expects '}}' at the end"
-                raise self.error(msg, pos)
-
-    # -----------------------------------------------------------------------------------------
-    # 6. Instructions: [ROOT] %name = shape opcode(operands), key=value, ...
-    # -----------------------------------------------------------------------------------------
+    # 6. Instructions: [ROOT] %name = shape opcode(operands), key=value, ... ---------------------
 
     def instruction(self) -> Instruction:
-        self.skip()
-        line, _ = self.where(self.pos)
+        line, _ = self.where(self.skip())
         is_root = self.keyword("ROOT")
         name = self.name("an instruction name")
         self.expect("=", "'=' after the instruction name")
@@ -710,31 +627,35 @@ class _Parser:
     def instruction_rhs(self, name: str, is_root: bool, line: int) -> Instruction:
         """``shape opcode(operands), attributes`` (an omitted shape is allowed, as in XLA)."""
         shape = self.shape() if self.looks_like_shape() else None
-        self.skip()
-        op_start = self.pos
-        opcode = self.match(_OPCODE, "an opcode").group(0)
+        op_start = self.skip()
+        opcode = self.match(_OPCODE, "an opcode")[0]
         attributes: dict[str, Any] = {}
         if opcode not in _OPCODE_SET:
             if shape is None and self.text.startswith("[", self.pos):
                 raise self.error(f"unknown element type {opcode!r}", op_start)
             # `custom-call-start(...)`: XLA's shorthand for an async op wrapping a custom-call
             m = re.fullmatch(r"(.+)-(start|update|done)", opcode)
-            if not (m and m.group(1) in _OPCODE_SET):
+            if not (m and m[1] in _OPCODE_SET):
                 raise self.error(f"unknown opcode {opcode!r}", op_start)
-            opcode, attributes["async_wrapped_opcode"] = f"async-{m.group(2)}", m.group(1)
+            opcode, attributes["async_wrapped_opcode"] = f"async-{m[2]}", m[1]
         self.expect("(", f"'(' after opcode {opcode!r}")
         operands: list[str] = []
-        if opcode == "constant":
-            attributes["literal"] = self.literal()
+        if opcode == "constant":  # the literal: the text up to the ')' closing this '('
+            start, self.pos = self.pos, self.group_end(self.pos - 1)
+            if not (literal := self.text[start : self.pos - 1].strip()):
+                raise self.error("a constant needs a literal", start)
+            attributes["literal"] = literal
         elif opcode == "parameter":
             attributes["parameter_number"] = self.integer("a parameter number")
             self.expect(")")
         else:
             operands = self.operand_list()
-        while self.attribute_follows():
+        while self.skip() < len(self.text) and self.text[self.pos] == ",":
+            if not _ATTR_START.match(self.text, _SKIP.match(self.text, self.pos + 1).end()):
+                break  # not `, name=`: no more attributes
             self.expect(",")
             key_pos = self.pos
-            key = self.match(_ATTR_NAME, "an attribute name").group(0)
+            key = self.match(_ATTR_NAME, "an attribute name")[0]
             self.expect("=", f"'=' after attribute {key!r}")
             if key in attributes:
                 raise self.error(f"attribute {key!r} given twice", key_pos)
@@ -744,20 +665,10 @@ class _Parser:
                 attributes[key] = self.inline_computation(value_pos)
             else:
                 attributes[key] = self.convert(key, value, key_pos)
-        inst = Instruction(
-            name, opcode, shape or _UNKNOWN, operands, attributes, _called(attributes), is_root, line
-        )
+        called = _called(attributes)
+        inst = Instruction(name, opcode, shape or _UNKNOWN, operands, attributes, called, is_root, line)
         self.check_instruction(inst, op_start)
         return inst
-
-    def literal(self) -> str:
-        """A constant's literal: the text up to the ')' closing the '(' just read."""
-        start = self.pos
-        self.pos = self.group_end(start - 1)
-        literal = self.text[start : self.pos - 1].strip()
-        if not literal:
-            raise self.error("a constant needs a literal", start)
-        return literal
 
     def operand_list(self) -> list[str]:
         """``(f32[2]{0} %a, %b, /*index=2*/ %c)`` -> ["a", "b", "c"]; the '(' is consumed."""
@@ -767,12 +678,12 @@ class _Parser:
         while True:
             if self.looks_like_shape():
                 self.shape()
-            self.skip()
-            m = _INLINE_OP.match(self.text, self.pos)
-            if m and m.group(1) in _OPCODE_SET:  # `f32[] parameter(0)` written in place
-                line, _ = self.where(self.pos)
+            m = _INLINE_OP.match(self.text, self.skip())
+            if m and m[1] in _OPCODE_SET:  # `f32[] parameter(0)` written in place
                 self.inline_count += 1
-                inline = self.instruction_rhs(f"{m.group(1)}.anon#{self.inline_count}", False, line)
+                inline = self.instruction_rhs(
+                    f"{m[1]}.anon#{self.inline_count}", False, self.where(self.pos)[0]
+                )
                 self.pending.append(inline)
                 operands.append(inline.name)
             else:
@@ -781,19 +692,9 @@ class _Parser:
                 return operands
             self.expect(",", "',' or ')' in the operand list")
 
-    def attribute_follows(self) -> bool:
-        """Whether the text goes on with `, name=` (the next attribute)."""
-        self.skip()
-        if not self.text.startswith(",", self.pos):
-            return False
-        return bool(_ATTR_START.match(self.text, _SKIP.match(self.text, self.pos + 1).end()))
-
     def inline_computation(self, pos: int) -> str:
-        """``calls={ p0 = f32[] parameter(0) ... }``: a computation body written in place.
-
-        Returns the provisional name ``_#<k>`` (``#`` occurs in no name of the text); the module
-        later names it ``_``, ``_.1``, ... as XLA does.
-        """
+        """``calls={ p0 = f32[] parameter(0) ... }``: a computation body written in place; named
+        ``_#<k>`` for now (``#`` is in no name of the text), ``_``, ``_.1``, ... in the end."""
         end, self.pos = self.pos, pos
         self.expect("{")
         instructions = self.instructions(None)
@@ -807,25 +708,22 @@ class _Parser:
 
     def check_instruction(self, inst: Instruction, pos: int) -> None:
         """The few per-opcode rules of XLA's parser that a user can trip over."""
-        op, attributes = inst.opcode, inst.attributes
+        op, attributes, name = inst.opcode, inst.attributes, inst.name
         if op in ("recv", "send") and not (inst.shape.is_tuple and len(inst.shape.tuple_shapes) == 3):
-            raise self.error(f"{op} {inst.name!r} must have a 3-tuple shape (data, context, token)", pos)
-        if op == "conditional":
-            if not inst.operands:
-                raise self.error(f"conditional {inst.name!r} needs a predicate or branch index operand", pos)
-            if "branch_computations" not in attributes and "true_computation" not in attributes:
-                raise self.error(f"conditional {inst.name!r} needs branch_computations", pos)
+            raise self.error(f"{op} {name!r} must have a 3-tuple shape (data, context, token)", pos)
+        if op == "conditional" and not inst.operands:
+            raise self.error(f"conditional {name!r} needs a predicate or branch index operand", pos)
+        if op == "conditional" and not {"branch_computations", "true_computation"} & attributes.keys():
+            raise self.error(f"conditional {name!r} needs branch_computations", pos)
         if op == "while" and not {"body", "condition"} <= attributes.keys():
-            raise self.error(f"while {inst.name!r} needs body= and condition=", pos)
+            raise self.error(f"while {name!r} needs body= and condition=", pos)
         if op in ("fusion", "call", "async-start") and not {"calls", "to_apply"} & attributes.keys():
             if op != "async-start" or "async_wrapped_opcode" not in attributes:
-                raise self.error(f"{op} {inst.name!r} needs calls=", pos)
+                raise self.error(f"{op} {name!r} needs calls=", pos)
         if op == "get-tuple-element" and "index" not in attributes:
-            raise self.error(f"get-tuple-element {inst.name!r} needs index=", pos)
+            raise self.error(f"get-tuple-element {name!r} needs index=", pos)
 
-    # -----------------------------------------------------------------------------------------
-    # 7. Computations: [ENTRY] %name (p: shape, ...) -> shape { instructions }
-    # -----------------------------------------------------------------------------------------
+    # 7. Computations: [ENTRY] %name (p: shape, ...) -> shape { instructions } ----------------
 
     def computation(self) -> Computation:
         is_entry = self.keyword("ENTRY")
@@ -833,14 +731,7 @@ class _Parser:
         parameters: list[tuple[str, Shape]] = []
         result_shape = None
         if self.accept("("):
-            if not self.accept(")"):
-                while True:
-                    pname = self.name("a parameter name")
-                    self.expect(":")
-                    parameters.append((pname, self.shape()))
-                    if self.accept(")"):
-                        break
-                    self.expect(",", "',' or ')' in the parameter list")
+            parameters = self.listed(self.parameter, ")", "the parameter list")
             self.expect("->", "'->' and the result shape")
             result_shape = self.shape()
         self.expect("{", "'{' to open the computation body")
@@ -850,12 +741,17 @@ class _Parser:
         attributes: dict[str, Any] = {}
         while self.peek(",") and not self.text.startswith(",", self.pos + 1):
             self.expect(",")
-            key = self.match(_ATTR_NAME, "a computation attribute name").group(0)
+            key = self.match(_ATTR_NAME, "a computation attribute name")[0]
             self.expect("=")
             attributes[key] = self.attribute_value(key)
         comp = Computation(name, instructions, parameters, result_shape, is_entry, attributes)
         self.check_computation(comp)
         return comp
+
+    def parameter(self) -> tuple[str, Shape]:
+        name = self.name("a parameter name")
+        self.expect(":")
+        return name, self.shape()
 
     def instructions(self, unclosed: str | None) -> list[Instruction]:
         """The instructions up to the closing '}', each after those written inline in it."""
@@ -875,39 +771,43 @@ class _Parser:
         defined: dict[str, Instruction] = {}
         for inst in comp.instructions:
             if inst.name in defined and "#" not in inst.name:
-                msg = f"instruction {inst.name!r} is defined twice in computation {comp.name!r}"
-                raise self.error(f"{msg} (line {inst.line})")
+                where = f"in computation {comp.name!r} (line {inst.line})"
+                raise self.error(f"instruction {inst.name!r} is defined twice {where}")
             defined[inst.name] = inst
         if sum(inst.is_root for inst in comp.instructions) > 1:
             raise self.error(f"computation {comp.name!r} has more than one ROOT")
         for inst in comp.instructions:
             for ref in [*inst.operands, *inst.attributes.get("control-predecessors", ())]:
                 if ref not in defined:
-                    msg = f"instruction {ref!r} is not defined (used by {inst.name!r} in computation {comp.name!r})"
-                    raise self.error_on_line(msg, inst.line)
+                    where = f"(used by {inst.name!r} in computation {comp.name!r})"
+                    raise HloParseError(
+                        f"instruction {ref!r} is not defined {where}", inst.line, 1, self.source
+                    )
 
-    # -----------------------------------------------------------------------------------------
-    # 8. The module: HloModule name, attributes; stack frame tables; computations
-    # -----------------------------------------------------------------------------------------
+    # 8. The module: HloModule name, attributes; stack frame tables; computations ------------
 
     def module(self) -> Module:
-        self.skip()
         name, attributes = "module", {}
         if self.keyword("HloModule"):
             name = self.name("a module name")
             self.accept(":")  # XLA also accepts `HloModule name:`
             while self.accept(","):
-                key = self.match(_ATTR_NAME, "a module attribute name").group(0)
+                key = self.match(_ATTR_NAME, "a module attribute name")[0]
                 self.expect("=")
                 start = self.pos
-                attributes[key] = self.attribute_value(key)
-                if key == "input_output_alias":
-                    self.check_alias(attributes[key], start)
+                attributes[key] = value = self.attribute_value(key)
+                if key == "input_output_alias" and not (value.startswith("{") and value.endswith("}")):
+                    raise self.error(
+                        "input_output_alias expects { {output index}: (param, {param index}) ... }", start
+                    )
+                for item in _split_top(value[1:-1]) if key == "input_output_alias" else ():
+                    if not _ALIAS.fullmatch(item.strip()):  # { {0}: (0, {}, may-alias), ... }
+                        msg = f"input_output_alias: malformed entry {item.strip()!r}; expects '}}' at the end"
+                        raise self.error(msg, start)
         computations: dict[str, Computation] = {}
         entry: Computation | None = None
-        while not self.at_end():
-            word = self.word()
-            if word in _SECTIONS:
+        while self.skip() < len(self.text):
+            if (word := self.word()) in _SECTIONS:
                 self.stack_frames(word, attributes)
                 continue
             if word == "HloModule":
@@ -920,10 +820,9 @@ class _Parser:
             self.inline_computations.clear()
             computations.update((c.name, c) for c in _wrap_async_shorthand(comp, computations))
             computations[comp.name] = comp
-            if comp.is_entry:
-                if entry is not None:
-                    raise self.error("more than one ENTRY computation", start)
-                entry = comp
+            if comp.is_entry and entry is not None:
+                raise self.error("more than one ENTRY computation", start)
+            entry = comp if comp.is_entry else entry
         if not computations:
             raise self.error("expected at least one computation")
         if entry is None:
@@ -939,10 +838,10 @@ class _Parser:
         """A ``FileNames`` / ``FunctionNames`` / ``FileLocations`` / ``StackFrames`` table."""
         self.keyword(word)
         entries: dict[int, str] = {}
-        while self.at(_INT):
+        while _INT.match(self.text, self.skip()):
             index = self.integer()
             if self.peek('"'):
-                entries[index] = _unquote(self.match(_STRING, "a quoted string").group(0))
+                entries[index] = _unquote(self.match(_STRING, "a quoted string")[0])
             elif self.peek("{"):
                 entries[index] = self.balanced()
             else:
@@ -957,46 +856,30 @@ class _Parser:
                 for callee in inst.called_computations:
                     if callee not in computations:
                         msg = f"computation {callee!r} called by {inst.name!r} is not defined"
-                        raise self.error_on_line(msg, inst.line)
+                        raise HloParseError(msg, inst.line, 1, self.source)
                 calls = inst.attributes.get("calls")
                 if inst.opcode in ("async-update", "async-done") and calls is not None and inst.operands:
                     start = by_name.get(inst.operands[0])
                     if start is not None and start.attributes.get("calls") not in (None, calls):
                         msg = (
-                            f"{inst.opcode} {inst.name!r} calls {calls!r} but its async-start "
-                            f"{start.name!r} calls {start.attributes['calls']!r}"
+                            f"{inst.opcode} {inst.name!r} calls {calls!r} but its async-start {start.name!r}"
                         )
-                        raise self.error_on_line(msg, inst.line)
+                        msg += f" calls {start.attributes['calls']!r}"
+                        raise HloParseError(msg, inst.line, 1, self.source)
 
 
 def _called(attributes: dict[str, Any]) -> list[str]:
     """The computations an instruction's attributes name, in attribute order."""
-    return [
-        c
-        for key, value in attributes.items()
-        if key in _COMPUTATION_ATTRS
-        for c in (value if isinstance(value, tuple) else (value,))
-    ]
+    named = (v for key, v in attributes.items() if key in _COMPUTATION_ATTRS)
+    return [c for v in named for c in (v if isinstance(v, tuple) else (v,))]
 
 
 def _brace_dict(value: str) -> dict[str, Any]:
     """``{op_name="a" source_line=3}`` or ``{a="b",c="d"}`` -> dict (values str or int)."""
     out: dict[str, Any] = {}
     for m in re.finditer(r'([A-Za-z_][A-Za-z0-9_.\-]*)=("(?:[^"\\]|\\.)*"|[^\s,}]+)', value[1:-1]):
-        raw = m.group(2)
-        out[m.group(1)] = _unquote(raw) if raw.startswith('"') else int(raw) if _INT.fullmatch(raw) else raw
+        out[m[1]] = _unquote(m[2]) if m[2].startswith('"') else int(m[2]) if _INT.fullmatch(m[2]) else m[2]
     return out
-
-
-def _backend_config(value: str) -> Any:
-    """The JSON of a backend config as a dict; any other config as its text."""
-    raw = _unquote(value) if value.startswith('"') else value
-    if raw.startswith("{"):
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            pass
-    return raw
 
 
 def _split_top(text: str) -> list[str]:
@@ -1011,9 +894,7 @@ def _split_top(text: str) -> list[str]:
     return [s for s in parts if s.strip()]
 
 
-# ---------------------------------------------------------------------------------------------
-# 9. Names as XLA gives them, and its async shorthand spelled out
-# ---------------------------------------------------------------------------------------------
+# 9. Names as XLA gives them, and its async shorthand spelled out --------------------------------
 
 
 class _NameUniquer:
@@ -1040,36 +921,31 @@ class _NameUniquer:
 def _name_computations(module: Module) -> None:
     """Name computations as XLA's parser does: inline bodies ``_``, ``_.1``, ...; clashes renamed.
 
-    XLA names every computation written inline in an attribute ``_`` and passes all computation
-    names, in file order (an inline body before the computation holding it), through one
-    NameUniquer: so inline bodies become ``_``, ``_.1``, ... unless the text took those names, and
-    a computation clashing with an earlier one (``_`` after an inline body, ``g`` after ``g.0``)
-    gets the next free suffix. References (``to_apply=``, ``calls=``, ...) follow the renaming.
+    XLA names every computation written inline ``_`` and passes all computation names, in file
+    order (an inline body before the computation holding it), through one NameUniquer: inline
+    bodies become ``_``, ``_.1``, ... unless the text took those names, and a computation
+    clashing with an earlier one (``g`` after ``g.0``) gets the next free suffix. References
+    (``to_apply=``, ``calls=``, ...) follow the renaming.
     """
-    uniquer = _NameUniquer()
-    renamed: dict[str, str] = {}
+    uniquer, renamed = _NameUniquer(), {}
     for old, comp in module.computations.items():
         comp.name = renamed[old] = uniquer.unique(old.split("#")[0])  # "_#3" -> "_", "_.1", ...
     if all(old == new for old, new in renamed.items()):
         return
     module.computations = {comp.name: comp for comp in module.computations.values()}
-    for comp in module.computations.values():
-        for inst in comp.instructions:
-            if not inst.called_computations:
-                continue
-            inst.called_computations = [renamed.get(c, c) for c in inst.called_computations]
-            for key in _COMPUTATION_ATTRS & inst.attributes.keys():
-                value = inst.attributes[key]
-                if isinstance(value, tuple):
-                    inst.attributes[key] = tuple(renamed.get(c, c) for c in value)
-                elif isinstance(value, str):
-                    inst.attributes[key] = renamed.get(value, value)
+    for inst in (i for c in module.computations.values() for i in c.instructions if i.called_computations):
+        inst.called_computations = [renamed.get(c, c) for c in inst.called_computations]
+        for key in _COMPUTATION_ATTRS & inst.attributes.keys():
+            value = inst.attributes[key]
+            if isinstance(value, tuple):
+                inst.attributes[key] = tuple(renamed.get(c, c) for c in value)
+            elif isinstance(value, str):
+                inst.attributes[key] = renamed.get(value, value)
 
 
 def _name_instructions(module: Module) -> None:
-    """Make instruction names unique module-wide, as XLA's parser does: the first instruction (in
-    file order) keeps a name, a later one gets the next free suffix. Compiled modules already have
-    unique names; hand-written test modules may not."""
+    """Make instruction names unique module-wide as XLA's parser does: the first instruction (in
+    file order) keeps a name, a later one gets the next free suffix."""
     uniquer = _NameUniquer()
     for comp in module.computations.values():
         renamed = {}
@@ -1078,12 +954,13 @@ def _name_instructions(module: Module) -> None:
             if new != inst.name:
                 renamed[inst.name] = new
                 inst.name = new
-        if renamed:
-            for inst in comp.instructions:
-                inst.operands = [renamed.get(o, o) for o in inst.operands]
-                if "control-predecessors" in inst.attributes:
-                    preds = inst.attributes["control-predecessors"]
-                    inst.attributes["control-predecessors"] = tuple(renamed.get(o, o) for o in preds)
+        if not renamed:
+            continue
+        for inst in comp.instructions:
+            inst.operands = [renamed.get(o, o) for o in inst.operands]
+            if "control-predecessors" in inst.attributes:
+                preds = inst.attributes["control-predecessors"]
+                inst.attributes["control-predecessors"] = tuple(renamed.get(o, o) for o in preds)
 
 
 def _wrap_async_shorthand(comp: Computation, existing: dict[str, Computation]) -> list[Computation]:
@@ -1104,21 +981,17 @@ def _wrap_async_shorthand(comp: Computation, existing: dict[str, Computation]) -
                 inst.attributes["calls"] = start.attributes["calls"]
                 inst.called_computations = [start.attributes["calls"]]
             continue
-        name, k = "async_wrapped", 0
-        taken = set(existing) | {c.name for c in created}
+        name, k, taken = "async_wrapped", 0, set(existing) | {c.name for c in created}
         while name in taken:
             k += 1
             name = f"async_wrapped.{k}"
         shape = inst.shape  # ((operand shapes), result shape, context...)
         operand_shapes = list(shape.tuple_shapes[0].tuple_shapes) if shape.is_tuple else []
         result = shape.tuple_shapes[1] if shape.is_tuple and len(shape.tuple_shapes) > 1 else _UNKNOWN
+        shapes = operand_shapes + [_UNKNOWN] * len(inst.operands)
         params = [
             Instruction(
-                f"async_param#{i}",
-                "parameter",
-                operand_shapes[i] if i < len(operand_shapes) else _UNKNOWN,
-                attributes={"parameter_number": i},
-                line=inst.line,
+                f"async_param#{i}", "parameter", shapes[i], [], {"parameter_number": i}, line=inst.line
             )
             for i in range(len(inst.operands))
         ]
@@ -1132,9 +1005,7 @@ def _wrap_async_shorthand(comp: Computation, existing: dict[str, Computation]) -
     return created
 
 
-# ---------------------------------------------------------------------------------------------
-# 10. The entry points
-# ---------------------------------------------------------------------------------------------
+# 10. The entry points ---------------------------------------------------------------------------
 
 
 def parse_module(text: str, source: str = "<hlo>") -> Module:
@@ -1159,16 +1030,15 @@ def parse_shape(text: str) -> Shape:
 
     def whole_shape() -> Shape:
         shape = parser.shape()
-        parser.skip()
-        if parser.pos != len(text):
+        if parser.skip() != len(text):
             raise parser.error("unexpected text after shape")
         return shape
 
     return _run(parser, whole_shape)
 
 
-def _run(parser: _Parser, read: Any) -> Any:
-    """`read()`, any exception but `HloParseError` turned into one (with a position)."""
+def _run(parser: _Parser, read: Callable[[], Any]) -> Any:
+    """`read()`, any exception but an `HloParseError` reported as one (with a position)."""
     try:
         return read()
     except HloParseError:
@@ -1182,8 +1052,5 @@ def _run(parser: _Parser, read: Any) -> Any:
 def split_modules(text: str) -> list[str]:
     """Split a file that holds several modules separated by ``// -----`` lines."""
     parts = re.split(r"^[ \t]*//[ \t]*-----[^\n]*$", text, flags=re.M)
-    return [p for p in parts if p.strip() and not _only_comments(p)]
-
-
-def _only_comments(text: str) -> bool:
-    return all(not ln.strip() or ln.strip().startswith("//") for ln in text.splitlines())
+    # keep a part with a line that is neither blank nor a comment
+    return [p for p in parts if any(ln.strip() and not ln.strip().startswith("//") for ln in p.splitlines())]
