@@ -1,24 +1,20 @@
 """Notebook 01, section 2: read the HLO text XLA prints into plain Python objects.
 
-`parse_module(text)` reads one HLO module -- the optimized HLO of a jitted JAX function
-(``jax.jit(f).lower(*args).compile().as_text()``) on CPU, GPU or TPU, or a module of XLA's own
-tests -- into a `Module` of `Computation` s of `Instruction` s, each with its `Shape` (and its
-`Layout`), operands and attributes. The text follows a small grammar, read below from the
-smallest part up (after XLA's ``xla/hlo/parser/hlo_parser.cc``, which checks more than we need)::
+`parse_module(text)` reads one HLO module (``jax.jit(f).lower(x).compile().as_text()`` on CPU,
+GPU or TPU, or a module of XLA's own tests) into a `Module` of `Computation` s of `Instruction` s,
+each with its `Shape`, operands and attributes. Its grammar, read below from the smallest part
+up (after XLA's ``xla/hlo/parser/hlo_parser.cc``, which checks more than we need)::
 
     shape        f32[2,<=3]{1,0:T(8,128)S(1)}  |  (shape, ...)  |  token[]
     instruction  [ROOT] %name = shape opcode(operand, ...), attribute=value, ...
     computation  [ENTRY] %name (p: shape, ...) -> shape { instruction ... }
     module       HloModule name, attribute=value, ...   computation ...
 
-Attributes that later stages read become Python values (``dimensions`` -> tuple of ints,
-``window`` -> `Window`, ``slice`` -> ((start, limit, stride), ...), ``padding`` -> ((low, high,
-interior), ...), ``backend_config`` -> dict when it is JSON, ``metadata`` -> dict, ...); the
-others keep their text. Names are XLA's: made unique module-wide as its NameUniquer does, and
-computations written inline in attributes (``to_apply={...}``) are named ``_``, ``_.1``, ....
-
-Bad input raises `HloParseError` (a `ValueError`) naming line and column and quoting the text
-found there. No other exception leaves `parse_module`, and no input makes it hang.
+Attributes that later stages read become Python values (``dimensions`` -> ints, ``window`` ->
+`Window`, ``slice``, ``padding``, ``backend_config`` JSON and ``metadata`` -> dicts, ...), the
+others keep their text. Names are XLA's: unique module-wide, inline bodies (``to_apply={...}``)
+named ``_``, ``_.1``, .... Bad input raises `HloParseError` (a `ValueError`) naming line and
+column and quoting the text there; no other exception leaves `parse_module`, and none hangs it.
 """
 
 from __future__ import annotations
@@ -38,50 +34,46 @@ __all__ += ["OPCODES", "ELEMENT_TYPES", "parse_module", "parse_shape", "split_mo
 
 #: Every opcode of XLA (jaxlib 0.10.2 knows these 133), in XLA's text spelling.
 OPCODES: tuple[str, ...] = tuple(
-    """abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start
-    all-reduce all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start
-    async-update atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast
-    bitcast-convert broadcast call cbrt ceil cholesky clamp count-leading-zeros
-    collective-broadcast collective-permute collective-permute-done collective-permute-start
-    compare complex concatenate conditional constant convert convolution copy copy-done
-    copy-start cosine cosh custom-call divide domain dot dynamic-reshape dynamic-slice
-    dynamic-update-slice erf exponential exponential-minus-one fft floor fusion gather
-    get-dimension-size get-tuple-element imag infeed iota is-finite log log-plus-one logistic map
-    maximum minimum mulhi multiply negate not opt-barrier or outfeed pad parameter partition-id
-    popcnt power ragged-all-to-all ragged-dot real recv recv-done reduce reduce-precision
+    """abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start all-reduce
+    all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start async-update atan2
+    atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast bitcast-convert broadcast call
+    cbrt ceil cholesky clamp count-leading-zeros collective-broadcast collective-permute
+    collective-permute-done collective-permute-start compare complex concatenate conditional constant
+    convert convolution copy copy-done copy-start cosine cosh custom-call divide domain dot
+    dynamic-reshape dynamic-slice dynamic-update-slice erf exponential exponential-minus-one fft floor
+    fusion gather get-dimension-size get-tuple-element imag infeed iota is-finite log log-plus-one
+    logistic map maximum minimum mulhi multiply negate not opt-barrier or outfeed pad parameter
+    partition-id popcnt power ragged-all-to-all ragged-dot real recv recv-done reduce reduce-precision
     reduce-scatter reduce-window remainder replica-id reshape reverse rng rng-bit-generator
-    rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt scaled-dot scan scatter
-    select select-and-scatter send send-done set-dimension-size shift-left
-    shift-right-arithmetic shift-right-logical sign sine sinh slice sort sqrt stochastic-convert
-    subtract tan tanh topk transpose triangular-solve tuple while xor""".split()
+    rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt scaled-dot scan scatter select
+    select-and-scatter send send-done set-dimension-size shift-left shift-right-arithmetic
+    shift-right-logical sign sine sinh slice sort sqrt stochastic-convert subtract tan tanh topk transpose
+    triangular-solve tuple while xor""".split()
 )
 _OPCODE_SET = frozenset(OPCODES)
 
 #: Element types of array shapes, with their size in bits (token/opaque have none).
 ELEMENT_TYPES: dict[str, int] = {
-    "pred": 8, "s1": 1, "s2": 2, "s4": 4, "s8": 8, "s16": 16, "s32": 32, "s64": 64,
-    "u1": 1, "u2": 2, "u4": 4, "u8": 8, "u16": 16, "u32": 32, "u64": 64,
-    "f4e2m1fn": 4, "f8e3m4": 8, "f8e4m3": 8, "f8e4m3fn": 8, "f8e4m3b11fnuz": 8,
-    "f8e4m3fnuz": 8, "f8e5m2": 8, "f8e5m2fnuz": 8, "f8e8m0fnu": 8,
-    "f16": 16, "bf16": 16, "f32": 32, "f64": 64, "c64": 64, "c128": 128,
-    "token": 0, "opaque": 0,
+    "pred": 8, "s1": 1, "s2": 2, "s4": 4, "s8": 8, "s16": 16, "s32": 32, "s64": 64, "u1": 1, "u2": 2, "u4": 4,
+    "u8": 8, "u16": 16, "u32": 32, "u64": 64, "f4e2m1fn": 4, "f8e3m4": 8, "f8e4m3": 8, "f8e4m3fn": 8,
+    "f8e4m3b11fnuz": 8, "f8e4m3fnuz": 8, "f8e5m2": 8, "f8e5m2fnuz": 8, "f8e8m0fnu": 8, "f16": 16, "bf16": 16,
+    "f32": 32, "f64": 64, "c64": 64, "c128": 128, "token": 0, "opaque": 0,
 }  # fmt: skip
 
 # Attributes holding a list of ints `{1,2,3}`, one int, or the name(s) of called computations.
 _INT_LIST_ATTRS = frozenset(
-    """dimensions lhs_contracting_dims rhs_contracting_dims lhs_batch_dims rhs_batch_dims
-    dynamic_slice_sizes fft_length slice_sizes offset_dims collapsed_slice_dims start_index_map
-    update_window_dims inserted_window_dims scatter_dims_to_operand_dims operand_batching_dims
-    start_indices_batching_dims input_batching_dims scatter_indices_batching_dims
-    lhs_ragged_dims rhs_group_dims""".split()
+    """dimensions lhs_contracting_dims rhs_contracting_dims lhs_batch_dims rhs_batch_dims dynamic_slice_sizes
+    fft_length slice_sizes offset_dims collapsed_slice_dims start_index_map update_window_dims
+    inserted_window_dims scatter_dims_to_operand_dims operand_batching_dims start_indices_batching_dims
+    input_batching_dims scatter_indices_batching_dims lhs_ragged_dims rhs_group_dims""".split()
 )
 _INT_ATTRS = frozenset(
-    """index index_vector_dim feature_group_count batch_group_count channel_id exponent_bits
-    mantissa_bits k num_carries""".split()
+    """index index_vector_dim feature_group_count batch_group_count channel_id exponent_bits mantissa_bits k
+    num_carries""".split()
 )
 _COMPUTATION_ATTRS = frozenset(
-    """to_apply body condition calls branch_computations true_computation false_computation
-    select scatter called_computations""".split()
+    """to_apply body condition calls branch_computations true_computation false_computation select scatter
+    called_computations""".split()
 )
 _MAX_NESTING = 200  # brackets or tuple shapes nested deeper are refused (no Python crash)
 
@@ -98,12 +90,8 @@ class HloParseError(ValueError):
 
 @dataclass(frozen=True)
 class Layout:
-    """Memory layout of an array: dimension order plus optional tiling and memory space.
-
-    ``{1,0:T(8,128)(2,1)S(1)}`` -> minor_to_major=(1, 0), tiles=((8, 128), (2, 1)),
-    memory_space=1. A ``*`` tile dimension is stored as -1. Other layout attributes (element
-    size, dim level types, ...) are kept verbatim in ``extra``.
-    """
+    """``{1,0:T(8,128)(2,1)S(1)}``: minor_to_major=(1, 0), tiles=((8, 128), (2, 1)) (a ``*`` tile
+    dimension is -1), memory_space=1; other layout attributes verbatim in ``extra``."""
 
     minor_to_major: tuple[int, ...]
     tiles: tuple[tuple[int, ...], ...] = ()
@@ -452,11 +440,10 @@ class _Parser:
                 if tag == "T":  # tiles: T(8,128)(2,1), a `*` dimension is -1
                     for g in groups:
                         parts = [s.strip() for s in g[1:-1].split(",")] if g[1:-1].strip() else []
-                        tiles.append(
-                            tuple(
-                                -1 if s == "*" else self.int_of(s, tag_start, "tile dimension") for s in parts
-                            )
+                        tile = (
+                            -1 if s == "*" else self.int_of(s, tag_start, "tile dimension") for s in parts
                         )
+                        tiles.append(tuple(tile))
                 elif tag == "S":
                     memory_space = self.int_of(groups[0][1:-1], tag_start, "memory space")
                 else:
@@ -1009,15 +996,8 @@ def _wrap_async_shorthand(comp: Computation, existing: dict[str, Computation]) -
 
 
 def parse_module(text: str, source: str = "<hlo>") -> Module:
-    """Parse the HLO text of one module (with or without its ``HloModule`` header).
-
-    Args:
-      text: HLO text, e.g. ``jax.jit(f).lower(x).compile().as_text()``.
-      source: a file name used in error messages.
-
-    Raises:
-      HloParseError: the text is not a well-formed HLO module; the error names line and column.
-    """
+    """The `Module` of HLO text (with or without its ``HloModule`` header); `source` names the
+    text in an `HloParseError`."""
     if not isinstance(text, str):
         raise TypeError(f"parse_module expects str, got {type(text).__name__}")
     parser = _Parser(text, source)
