@@ -249,6 +249,8 @@ _SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
 def _unquote(quoted: str) -> str:
     """The text of a quoted string, its escapes (``\\n``, ``\\"``, ...) resolved."""
+    if "\\" not in quoted:
+        return quoted[1:-1]
     escapes = {"n": "\n", "t": "\t", "r": "\r"}
     return re.sub(r"\\(.)", lambda m: escapes.get(m[1], m[1]), quoted[1:-1], flags=re.S)
 
@@ -472,8 +474,10 @@ class _Parser:
                 pos = self.string_end(pos)
             elif c in ",)]}" or c.isspace():
                 # `replica_groups=mesh[...] {...}` is the one value with a space in it.
+                if not (c.isspace() and text.startswith("mesh[", start)):
+                    break
                 nxt = _SKIP.match(text, pos).end()
-                if not (c.isspace() and text.startswith("mesh[", start) and text.startswith("{", nxt)):
+                if not text.startswith("{", nxt):
                     break
                 pos = nxt
             elif text.startswith(("/*", "//"), pos):
