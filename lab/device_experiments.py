@@ -1,12 +1,12 @@
 """One kernel model for several devices: training on device packs and leave-one-device-out.
 
-A device pack (`tpucost.experiments.data.packs`) is one device's kernel data set with its
-descriptor (``descriptor.json``, `tpucost.method.descriptor`). `combined_dataset` puts the kernels
+A device pack (`lab.packs`) is one device's kernel data set with its
+descriptor (``descriptor.json``, `lab.descriptor`). `combined_dataset` puts the kernels
 of several packs in one data set, each kernel with the index of its device, so that a model that
 reads the device (``ModelConfig.device_features`` > 0) trains on all of them at once.
 
 `leave_one_device_out` asks how well that model meets a device it never saw. For each pack that
-passes the noise gate (`tpucost.experiments.data.packs.passes_gate`) in turn, held out:
+passes the noise gate (`lab.packs.passes_gate`) in turn, held out:
 
 1. the model trains on the other gated packs (a tenth of their programs, drawn with the config's
    seed, for early stopping), saved in ``out_dir/<device_id>/gnn``;
@@ -26,9 +26,9 @@ The methods (`METHOD_ORDER`): ``zero-shot`` (the model with the held-out descrip
 ``calibrated-Nmin`` (zero-shot times today's per-kind correction,
 `tpucost.experiments.calibration.fit_correction`, fitted on the N-minute kernels);
 ``fine-tuned-Nmin`` (the model trained further on the N-minute kernels, from its trained
-parameters, `tpucost.experiments.adaptation.fine_tune`); ``roofline``
+parameters, `lab.adaptation.fine_tune`); ``roofline``
 (`tpucost.method.analytical` with the held-out descriptor's peaks,
-`DeviceRoofline.from_descriptor`, and per-kind coefficients fitted on the training packs, each
+`lab.descriptor.roofline`, and per-kind coefficients fitted on the training packs, each
 with its own descriptor's roofline); ``roofline-Nmin`` (the same roofline, coefficients fitted on
 the N-minute kernels) and ``constant-Nmin`` (`tpucost.method.baselines.KindMedianModel` of the
 N-minute kernels). Each held-out device's result (with the pack's noise floor) is written to
@@ -49,17 +49,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab import lodo
-from tpucost.experiments.adaptation import fine_tune
+from lab import lodo, packs
+from lab.adaptation import fine_tune
+from lab.descriptor import DESCRIPTOR_FILE, FEATURE_NAMES, DeviceDescriptor, read_descriptor
+from lab.descriptor import roofline as roofline_of
 from tpucost.experiments.calibration import fit_correction
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.experiments.data import kernel_collection, packs
+from tpucost.experiments.data import kernel_collection
 from tpucost.experiments.data.kernel import KernelDataset
 from tpucost.experiments.kernel_experiments import COLUMNS, HeldOutRows
 from tpucost.files import read_json_object, write_json_atomic
 from tpucost.method import analytical, baselines, checkpoint, train
 from tpucost.method.correction import kernel_class
-from tpucost.method.descriptor import DESCRIPTOR_FILE, FEATURE_NAMES, DeviceDescriptor, read_descriptor
 from tpucost.method.features import KernelGraph
 from tpucost.method.splits import random_parts
 from tpucost.method.tasks.kernel import (
@@ -124,7 +125,7 @@ def read_pack(folder: str | os.PathLike) -> DevicePack:
     if not path.is_file():
         raise ValueError(
             f"device pack {folder} has no {DESCRIPTOR_FILE}: measure the device's descriptor there "
-            "(`tpucost.method.descriptor`) before training a model that reads the device"
+            "(`lab.descriptor`) before training a model that reads the device"
         )
     descriptor = read_descriptor(path)
     dataset = kernel_data.load_kernel_dataset(folder)
@@ -319,12 +320,12 @@ def _roofline_zero_shot(others: Sequence[DevicePack], held: DevicePack) -> analy
     each kernel's estimate from its own device's roofline (a median of log ratios per kind)."""
     kinds, log_ratio = [], []
     for p in others:
-        estimates = analytical.AnalyticalModel(analytical.DeviceRoofline.from_descriptor(p.descriptor))
+        estimates = analytical.AnalyticalModel(roofline_of(p.descriptor))
         graphs = [p.dataset.graph(i) for i in range(len(p.dataset))]
         log_ratio.append(np.log(p.dataset.runtime_ns) - np.log(estimates.estimate_ns(graphs)))
         kinds.append(p.dataset.kind.astype(str))
     ratio, kind = np.concatenate(log_ratio), np.concatenate(kinds)
-    model = analytical.AnalyticalModel(analytical.DeviceRoofline.from_descriptor(held.descriptor))
+    model = analytical.AnalyticalModel(roofline_of(held.descriptor))
     model.coefficients = {str(k): float(np.exp(np.median(ratio[kind == k]))) for k in np.unique(kind)}
     model.counts = {str(k): int((kind == k).sum()) for k in np.unique(kind)}
     model.global_coefficient = float(np.exp(np.median(ratio)))
@@ -360,7 +361,7 @@ def _adapted_methods(
         device_features=features,
         progress=progress,
     )
-    roofline = analytical.AnalyticalModel(analytical.DeviceRoofline.from_descriptor(held.descriptor))
+    roofline = analytical.AnalyticalModel(roofline_of(held.descriptor))
     predictions = {
         "calibrated": correction.apply(zero_shot, [kernel_class(g) for g in evaluation.graphs]),
         "fine-tuned": np.exp(

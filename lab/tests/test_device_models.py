@@ -11,10 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import rand_graph
-from device_packs import fake_descriptor
 from flax import nnx
 
-from tpucost.method import checkpoint, costmodel, descriptor, device, features, models, train
+from lab import descriptor
+from lab.device_cost_model import DeviceCostModel
+from lab.tests.device_packs import fake_descriptor
+from tpucost.method import checkpoint, device, features, models, train
 from tpucost.method.models import ModelConfig
 from tpucost.method.tasks import kernel
 from tpucost.method.train import TrainConfig
@@ -208,15 +210,15 @@ def test_cost_model_load_on_a_device_it_never_saw_measures_the_descriptor(tmp_pa
     monkeypatch.setattr(descriptor, "load_or_measure", lambda *a, **k: calls.append(1) or measured)
     with warnings.catch_warnings():  # trained on this device: its pack's descriptor, no measuring
         warnings.simplefilter("error")
-        on_known = costmodel.CostModel.load(tmp_path, "gnn")
+        on_known = DeviceCostModel.load(tmp_path, "gnn")
     assert on_known.descriptor == trained[1] and not calls
     other = dict(here, cpu_model="Some Other CPU", id="otherdevice1")
     monkeypatch.setattr(device, "fingerprint", lambda: dict(other))
     with pytest.warns(UserWarning, match="zero-shot"):
-        zero_shot = costmodel.CostModel.load(tmp_path, "gnn")
-    assert calls == [1] and zero_shot.descriptor == measured and zero_shot.reads_device
+        zero_shot = DeviceCostModel.load(tmp_path, "gnn")
+    assert calls == [1] and zero_shot.descriptor == measured
     predicted = zero_shot.predict(graphs)
     assert predicted.shape == (len(graphs),) and np.all(np.isfinite(predicted) & (predicted > 0))
     assert not np.allclose(predicted, on_known.predict(graphs))  # another device, other runtimes
-    given = costmodel.CostModel.load(tmp_path, "gnn", descriptor=trained[0].to_dict())
+    given = DeviceCostModel.load(tmp_path, "gnn", descriptor=trained[0].to_dict())
     assert given.descriptor == trained[0] and given.loaded_with["descriptor"]["device_id"] == "fakedev00001"

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from lab.device_cost_model import DeviceCostModel
 from tpucost.experiments.calibration import CALIBRATION_SEED, fit_correction, training_kernel_hashes
 from tpucost.experiments.data import collection, kernel_collection
 from tpucost.experiments.data import kernel as kernel_data
@@ -427,8 +428,8 @@ def adapt(
     out = Path(out_dir)
     if (out / method).resolve() == (root / method).resolve():
         raise ValueError(f"out_dir {out} is the model's own folder: the fine-tuned model would replace it")
-    model = CostModel.load(root, method, calibrated=False)
     net = load_model(root / method)
+    model = (DeviceCostModel if net.reads_device else CostModel).load(root, method, calibrated=False)
     measured = measure_adaptation_set(out / MEASUREMENTS_DIR, config, progress)
     ds = measured.dataset
     adapt_on, score_on = split_families(ds.source_family.astype(str), config.scoring_fraction, config.seed)
