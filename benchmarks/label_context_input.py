@@ -13,7 +13,7 @@ folder 5); with ``--control`` it reads a constant instead (the same network, not
 structure-novel rows, and `evaluate --by-family`'s line).
 
 Usage: ``python benchmarks/label_context_input.py [MERGED OUT] [--repeats | --control] [--seed N]`` with MERGED
-from ``python -m lab data merge --out MERGED tpucost/bundled/kernels_cpu tpucost/bundled/pending/be3048b01916``;
+from ``python -m lab data merge --out MERGED tpucost/bundled/kernels_cpu lab/pending/be3048b01916``;
 without them (``make bench``) it merges the two folders into a temporary folder and trains beside it.
 Trains (minutes to a quarter of an hour on 2 cores); measures nothing. A probe: the CLI's models do
 not read a program size.
