@@ -1,6 +1,6 @@
 """Collection throughput with and without the precompile worker, and whether it disturbs the labels.
 
-    python benchmarks/collect_prefetch.py [--programs 6] [--repeats 5] [--families mlp,cnn] [--ahead 4]
+    PYTHONPATH=. python benchmarks/collect_prefetch.py [--programs 6] [--repeats 5] [--families mlp,cnn] [--ahead 4]
 
 Measures the (program, configuration) pairs of ``collect(out, programs, 0)`` (those of
 ``benchmarks/collect_speed.py``) three times, each in a fresh process pinned to one core as

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from lab import descriptor as descriptors
+from lab import device_models
 from lab.descriptor import DeviceDescriptor
 from tpucost.method import correction, device
 from tpucost.method.costmodel import CostModel
@@ -49,15 +50,40 @@ class DeviceCostModel(CostModel):
         (see the module docstring). Measure in the label mode
         (`tpucost.method.device.pin_to_one_core`), the mode of the packs' descriptors.
         ``calibrated`` decides only whether a stored correction is applied."""
-        loaded = super().load(model_dir, method, split, calibrated=False)
-        root = Path(loaded.loaded_with["model_dir"])
-        if "device_norm" not in loaded.meta:
+        root = Path(model_dir) if model_dir is not None else kernel_task.default_model_dir(split)
+        if method not in ("gnn", "lstm"):
+            raise ValueError(f"only a network reads the device: method must be gnn or lstm, got {method!r}")
+        if not (root / method).is_dir():
+            raise FileNotFoundError(
+                f"{root / method} not found: train it with `python -m lab experiment leave-one-device-out`"
+            )
+        net = device_models.load_model(root / method)
+        if not device_models.reads_device(net):
             raise ValueError(f"the {method} model in {root} reads no device: load it with CostModel.load")
+        extra = net.meta.get("extra", {})
+
+        def predict_ns(graphs: Sequence[KernelGraph], device: np.ndarray) -> np.ndarray:
+            return np.exp(device_models.predict(net.model, net.norm, graphs, device, net.device_norm))
+
+        files = sorted((root / method).glob("*"))
+        loaded = cls(
+            method,
+            predict_ns,
+            net.meta,
+            correction.model_key(files),
+            extra.get("device"),
+            extra.get("dispatch_ns_per_kernel"),
+        )
         loaded._use_descriptor(root, descriptor)
         if calibrated:
             here = device.fingerprint()
             loaded.correction = correction.load_correction(loaded.key, here["id"], here["jaxlib"])
-        loaded.loaded_with["calibrated"] = calibrated
+        loaded.loaded_with = {
+            "model_dir": str(root),
+            "method": method,
+            "split": split,
+            "calibrated": calibrated,
+        }
         if descriptor is not None:
             loaded.loaded_with["descriptor"] = loaded.descriptor.to_dict()
         return loaded
@@ -65,10 +91,10 @@ class DeviceCostModel(CostModel):
     @property
     def trained_descriptors(self) -> dict[str, DeviceDescriptor]:
         """The descriptors of the devices the model trained on, by device id (the checkpoint's ``extra``)."""
-        saved = (self.meta.get("extra") or {}).get(kernel_task.DESCRIPTORS_EXTRA) or {}
+        saved = (self.meta.get("extra") or {}).get(device_models.DESCRIPTORS_EXTRA) or {}
         return {
             str(device_id): DeviceDescriptor.from_dict(
-                d, source=f"checkpoint extra {kernel_task.DESCRIPTORS_EXTRA}/{device_id}"
+                d, source=f"checkpoint extra {device_models.DESCRIPTORS_EXTRA}/{device_id}"
             )
             for device_id, d in saved.items()
         }
@@ -93,7 +119,7 @@ class DeviceCostModel(CostModel):
                 key=f"zero-shot:{root}:{self.method}:{here['id']}",
                 stacklevel=4,
             )
-        dispatch = (self.meta.get("extra") or {}).get(kernel_task.DISPATCH_EXTRA) or {}
+        dispatch = (self.meta.get("extra") or {}).get(device_models.DISPATCH_EXTRA) or {}
         known = [float(v) for v in dispatch.values() if v is not None]
         here_ns = dispatch.get(self.descriptor.device_id)
         if here_ns is not None or known:
