@@ -97,7 +97,7 @@ lab: $(STAMP)
 
 ## bench: every speed measurement of benchmarks/ (each prints ratios to a reference run alongside)
 bench: $(STAMP)
-	for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	for script in benchmarks/*.py; do echo "== $$script"; PYTHONPATH=. $(PY) $$script || exit 1; done
 
 ## lock: re-pin constraints.txt from the current .venv (after changing dependencies)
 lock: $(STAMP)

@@ -1,11 +1,11 @@
 """Collection throughput with and without the precompile worker, and whether it disturbs the labels.
 
-    python benchmarks/collect_prefetch.py [--programs 6] [--repeats 5] [--families mlp,cnn] [--ahead 4]
+    PYTHONPATH=. python benchmarks/collect_prefetch.py [--programs 6] [--repeats 5] [--families mlp,cnn] [--ahead 4]
 
 Measures the (program, configuration) pairs of ``collect(out, programs, 0)`` (those of
 ``benchmarks/collect_speed.py``) three times, each in a fresh process pinned to one core as
 `collect` is: without the worker (A), with the precompile worker of
-`tpucost.experiments.data.precompile` on the other core (P), and without it again (B). Each
+`lab.precompile` on the other core (P), and without it again (B). Each
 pair is measured as `collect` measures it (`kernel_collection.measure_program`; with the worker,
 `Precompiler.prepare` first). Prints, per run, the distinct kernels (by ``kernel_hash``) per hour
 of wall time (from before the worker starts to the last pair), the seconds spent compiling and
@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from tpucost.experiments.data import collection, kernel_collection, precompile
+from lab import precompile
+from tpucost.experiments.data import collection, kernel_collection
 from tpucost.experiments.programs import configurations_for, parse_program_id, program_from_id, program_ids
 from tpucost.method import device
 

@@ -1,7 +1,7 @@
 """Does a kernel's label depend on the program it runs in?
 
 The bundled data set (`tpucost/bundled/kernels_cpu`) and the pending measurements of its device
-(`tpucost/bundled/pending/be3048b01916`: the families it lacks, mostly Keras convnets) share some
+(`lab/pending/be3048b01916`: the families it lacks, mostly Keras convnets) share some
 kernels (the same `kernel_hash`: opcode graph and shapes), each measured in programs of its own
 folder. This script measures, now and in one process pinned to one core (the label mode), the
 pending pairs that ran the most shared kernels and the bundled pairs that ran the most of those, and
@@ -28,7 +28,7 @@ import numpy as np
 
 from tpucost.method import device
 
-PENDING = Path(__file__).resolve().parents[1] / "tpucost" / "bundled" / "pending" / "be3048b01916"
+PENDING = Path(__file__).resolve().parents[1] / "lab" / "pending" / "be3048b01916"
 
 
 def _sources(ds, hashes: set[str]) -> dict[tuple[str, str], list[str]]:

@@ -9,7 +9,7 @@ program. This script writes the merged data set without those kernels where the 
 ``docs/results/first_pack_retrain.txt``) tells how much of the regression they cause.
 
 Usage: ``python benchmarks/label_context_ablation.py [MERGED OUT] [--drop small|large|all]``, where MERGED is
-``python -m lab data merge --out MERGED tpucost/bundled/kernels_cpu tpucost/bundled/pending/be3048b01916``;
+``python -m lab data merge --out MERGED tpucost/bundled/kernels_cpu lab/pending/be3048b01916``;
 without them (``make bench``) it merges the two folders into a temporary folder and writes OUT beside it.
 Reads and writes data sets only; measures nothing.
 """
@@ -28,7 +28,7 @@ from tpucost.experiments.data import kernel_collection
 
 FIRST = Path(__file__).resolve().parents[1] / "tpucost" / "bundled" / "kernels_cpu"
 #: The same device's measurements of the families the bundled data set lacks.
-PENDING = FIRST.parent / "pending" / "be3048b01916"
+PENDING = Path(__file__).resolve().parents[1] / "lab" / "pending" / "be3048b01916"
 #: Labels below this many nanoseconds are the ones the program around them moves most.
 SMALL_NS = 5_000.0
 

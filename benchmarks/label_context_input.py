@@ -4,7 +4,7 @@
 Keras programs than inside the bundled data set's programs, and `benchmarks/label_context_ablation.py`
 showed the hard split's held-out families lose most where those kernels are trained on. Here the kernel
 model reads, per kernel, the size of the program its label comes from as a global input (through the
-device join of `tpucost.method.models`, which takes any per-kernel row of numbers): the log of the kernel
+device join of `lab.device_models`, which takes any per-kernel row of numbers): the log of the kernel
 count of the smallest (program, configuration) pair that ran it (a kernel's label is its least over every
 pair, and the smallest program is the one whose label is least moved). With ``--repeats`` it also reads
 the log of the repeats its label was the least of (the bundled data set measured 20, the pending
@@ -12,8 +12,8 @@ folder 5); with ``--control`` it reads a constant instead (the same network, not
 ``docs/results/first_pack_retrain.txt`` (median APE and MAPE >= 5 us over the test rows, the
 structure-novel rows, and `evaluate --by-family`'s line).
 
-Usage: ``python benchmarks/label_context_input.py [MERGED OUT] [--repeats | --control] [--seed N]`` with MERGED
-from ``python -m lab data merge --out MERGED tpucost/bundled/kernels_cpu tpucost/bundled/pending/be3048b01916``;
+Usage: ``PYTHONPATH=. python benchmarks/label_context_input.py [MERGED OUT] [--repeats | --control] [--seed N]`` with MERGED
+from ``python -m lab data merge --out MERGED tpucost/bundled/kernels_cpu lab/pending/be3048b01916``;
 without them (``make bench``) it merges the two folders into a temporary folder and trains beside it.
 Trains (minutes to a quarter of an hour on 2 cores); measures nothing. A probe: the CLI's models do
 not read a program size.
@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 from label_context_ablation import FIRST, merged_first_pack  # the script's folder is on sys.path
 
+from lab.device_models import DeviceKernelTask, predict  # the checkout on PYTHONPATH (make bench)
 from tpucost.experiments import kernel_experiments, results
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.method import train
-from tpucost.method.tasks.kernel import KernelTask, predict
 
 
 def program_sizes(ds: kernel_data.KernelDataset) -> np.ndarray:
@@ -63,7 +63,7 @@ def context_rows(
     return np.stack(columns, axis=1), names
 
 
-def predictor(ds: kernel_data.KernelDataset, trained: train.TrainResult, task: KernelTask) -> Callable:
+def predictor(ds: kernel_data.KernelDataset, trained: train.TrainResult, task: DeviceKernelTask) -> Callable:
     """graphs -> predicted ns, for graphs of ``ds``'s kernels: each is predicted with its own row of
     ``task.device`` (found by its kernel hash), the signature `kernel_experiments.evaluate_split` takes."""
     index = {h: i for i, h in enumerate(ds.kernel_hash)}
@@ -71,9 +71,7 @@ def predictor(ds: kernel_data.KernelDataset, trained: train.TrainResult, task: K
 
     def predict_ns(graphs: list) -> np.ndarray:
         rows = [index[kernel_data.kernel_hash(g, backend, device_kind)] for g in graphs]
-        log_ns = predict(
-            trained.model, task.norm, graphs, device=task.device[rows], device_norm=task.device_norm
-        )
+        log_ns = predict(trained.model, task.norm, graphs, task.device[rows], task.device_norm)
         return np.exp(log_ns)
 
     return predict_ns
@@ -113,10 +111,10 @@ def main() -> None:
     base = train.TrainConfig()
     config = dataclasses.replace(
         base,
-        model=dataclasses.replace(base.model, hidden=128, device_features=rows_ctx.shape[1]),
+        model=dataclasses.replace(base.model, hidden=128),
         seed=args.seed,
     )
-    task = KernelTask.fit(ds, split.train, config.model, device=rows_ctx, device_names=names)
+    task = DeviceKernelTask.fit(ds, split.train, config.model, rows_ctx, names)
     start = time.perf_counter()
     result = train.train_and_evaluate(
         task, config, split.train, split.val, workdir=out / "training", progress=False

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from lab import adaptation
 from tpucost.cli.common import all_cores_flag, emit, fail, label_mode
-from tpucost.experiments import adaptation
 
 __all__ = ["add_adapt_command", "cmd_adapt"]
 

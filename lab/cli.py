@@ -15,6 +15,7 @@ from lab.adapt_commands import add_adapt_command
 from lab.data_commands import add_collect_pack_command, add_data_commands
 from lab.device_commands import add_device_commands
 from lab.experiment_commands import add_experiment_commands
+from lab.new_families_command import add_new_families_command
 from lab.tiles_legal_command import add_tiles_legal_command
 from tpucost.cli.common import one_line_warnings
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_experiment_commands(sub)
     add_device_commands(sub)
     add_adapt_command(sub)
+    add_new_families_command(sub)
     return parser
 
 

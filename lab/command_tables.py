@@ -128,7 +128,7 @@ def _percent(value: float | None) -> str:
 
 
 def packs_table(packs: Sequence[Mapping[str, Any]]) -> str:
-    """`data packs`: one line per device pack (`tpucost.experiments.data.packs.PackSummary.to_dict`):
+    """`data packs`: one line per device pack (`lab.packs.PackSummary.to_dict`):
     device, CPU, kernels (all and from families written by others), programs, families, the noise
     floor of kernels >= 5 us and the gate's verdict, whether it has a descriptor, size; then its path."""
     if not packs:

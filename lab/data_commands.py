@@ -10,14 +10,26 @@ from pathlib import Path
 
 import numpy as np
 
-from lab import command_tables, overlap, pack_collection
-from tpucost.cli.common import emit, fail, gate_flags, precompile_flag
+from lab import command_tables, overlap, pack_collection, packs, precompile
+from tpucost.cli.common import emit, fail, gate_flags
 from tpucost.experiments.autotune.tunable import load_tunable
-from tpucost.experiments.data import additivity, kernel_collection, packs, precompile
+from tpucost.experiments.data import additivity, kernel_collection
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.method import device, hlo, kernels
 
 __all__ = ["add_collect_pack_command", "add_data_commands"]
+
+
+def precompile_flag(p: argparse.ArgumentParser, default: int) -> None:
+    """``--precompile-ahead``: pairs compiled ahead in a second process on the spare core."""
+    p.add_argument(
+        "--precompile-ahead",
+        type=int,
+        default=default,
+        metavar="N",
+        help=f"compile up to N upcoming pairs in a second process on the spare core "
+        f"(default {default}; 0: off; docs/results/collect_prefetch.txt measured it)",
+    )
 
 
 def cmd_collect_pack(args: argparse.Namespace) -> int:
@@ -104,7 +116,7 @@ def add_collect_pack_command(sub: argparse._SubParsersAction) -> None:
         "--families",
         default=None,
         help="comma-separated families to measure (default: all 31); 'missing': those this device's "
-        "bundled pack lacks (with --out tpucost/bundled/pending/{device_id})",
+        "bundled pack lacks (with --out lab/pending/{device_id})",
     )
     gate_flags(p, pack_collection.PACK_MAX_LOAD, pack_collection.PACK_MAX_STEAL)
     precompile_flag(p, precompile.AHEAD)

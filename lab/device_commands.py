@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lab import descriptor
 from tpucost.cli.common import all_cores_flag, emit, fail, label_mode
-from tpucost.method import descriptor
 
 __all__ = ["add_device_commands", "cmd_device_describe"]
 

@@ -1,12 +1,12 @@
 """One kernel model for several devices: training on device packs and leave-one-device-out.
 
-A device pack (`tpucost.experiments.data.packs`) is one device's kernel data set with its
-descriptor (``descriptor.json``, `tpucost.method.descriptor`). `combined_dataset` puts the kernels
+A device pack (`lab.packs`) is one device's kernel data set with its
+descriptor (``descriptor.json``, `lab.descriptor`). `combined_dataset` puts the kernels
 of several packs in one data set, each kernel with the index of its device, so that a model that
-reads the device (``ModelConfig.device_features`` > 0) trains on all of them at once.
+reads the device (`lab.device_models`) trains on all of them at once.
 
 `leave_one_device_out` asks how well that model meets a device it never saw. For each pack that
-passes the noise gate (`tpucost.experiments.data.packs.passes_gate`) in turn, held out:
+passes the noise gate (`lab.packs.passes_gate`) in turn, held out:
 
 1. the model trains on the other gated packs (a tenth of their programs, drawn with the config's
    seed, for early stopping), saved in ``out_dir/<device_id>/gnn``;
@@ -26,9 +26,9 @@ The methods (`METHOD_ORDER`): ``zero-shot`` (the model with the held-out descrip
 ``calibrated-Nmin`` (zero-shot times today's per-kind correction,
 `tpucost.experiments.calibration.fit_correction`, fitted on the N-minute kernels);
 ``fine-tuned-Nmin`` (the model trained further on the N-minute kernels, from its trained
-parameters, `tpucost.experiments.adaptation.fine_tune`); ``roofline``
+parameters, `lab.adaptation.fine_tune`); ``roofline``
 (`tpucost.method.analytical` with the held-out descriptor's peaks,
-`DeviceRoofline.from_descriptor`, and per-kind coefficients fitted on the training packs, each
+`lab.descriptor.roofline`, and per-kind coefficients fitted on the training packs, each
 with its own descriptor's roofline); ``roofline-Nmin`` (the same roofline, coefficients fitted on
 the N-minute kernels) and ``constant-Nmin`` (`tpucost.method.baselines.KindMedianModel` of the
 N-minute kernels). Each held-out device's result (with the pack's noise floor) is written to
@@ -49,27 +49,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab import lodo
-from tpucost.experiments.adaptation import fine_tune
+from lab import lodo, packs
+from lab.adaptation import fine_tune
+from lab.descriptor import DESCRIPTOR_FILE, FEATURE_NAMES, DeviceDescriptor, read_descriptor
+from lab.descriptor import roofline as roofline_of
+from lab.device_models import (
+    DESCRIPTORS_EXTRA,
+    DISPATCH_EXTRA,
+    DeviceKernelModel,
+    DeviceKernelTask,
+    load_model,
+    predict,
+)
 from tpucost.experiments.calibration import fit_correction
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.experiments.data import kernel_collection, packs
+from tpucost.experiments.data import kernel_collection
 from tpucost.experiments.data.kernel import KernelDataset
 from tpucost.experiments.kernel_experiments import COLUMNS, HeldOutRows
 from tpucost.files import read_json_object, write_json_atomic
 from tpucost.method import analytical, baselines, checkpoint, train
 from tpucost.method.correction import kernel_class
-from tpucost.method.descriptor import DESCRIPTOR_FILE, FEATURE_NAMES, DeviceDescriptor, read_descriptor
 from tpucost.method.features import KernelGraph
 from tpucost.method.splits import random_parts
-from tpucost.method.tasks.kernel import (
-    DESCRIPTORS_EXTRA,
-    DISPATCH_EXTRA,
-    KernelModel,
-    KernelTask,
-    load_model,
-    predict,
-)
 
 __all__ = [
     "LODO_FILE",
@@ -124,7 +125,7 @@ def read_pack(folder: str | os.PathLike) -> DevicePack:
     if not path.is_file():
         raise ValueError(
             f"device pack {folder} has no {DESCRIPTOR_FILE}: measure the device's descriptor there "
-            "(`tpucost.method.descriptor`) before training a model that reads the device"
+            "(`lab.descriptor`) before training a model that reads the device"
         )
     descriptor = read_descriptor(path)
     dataset = kernel_data.load_kernel_dataset(folder)
@@ -166,7 +167,7 @@ def combined_dataset(
 
 def device_features(device_rows: np.ndarray, descriptors: Mapping[str, DeviceDescriptor]) -> np.ndarray:
     """float32[K, D]: each kernel's device's `DeviceDescriptor.features` (``device_rows`` as
-    `combined_dataset` returns them), what `tpucost.method.tasks.kernel.KernelTask` reads."""
+    `combined_dataset` returns them), what `lab.device_models.DeviceKernelTask` reads."""
     table = np.stack([d.features() for d in descriptors.values()])
     return table[np.asarray(device_rows, np.int64)]
 
@@ -244,18 +245,6 @@ def method_names(minutes: Sequence[float]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _with_device_width(config: lodo.LodoConfig) -> lodo.LodoConfig:
-    """``config`` whose model reads the descriptor's `FEATURE_NAMES` (its width set when 0)."""
-    model = config.train.model
-    if model.device_features == 0:
-        model = dataclasses.replace(model, device_features=len(FEATURE_NAMES))
-    if model.device_features != len(FEATURE_NAMES):
-        raise ValueError(
-            f"the model reads {model.device_features} device features; descriptors have {len(FEATURE_NAMES)}"
-        )
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, model=model))
-
-
 def _checkpoint_extra(others: Sequence[DevicePack], result: train.TrainResult) -> dict[str, Any]:
     """What the checkpoint records of its training devices (what `tpucost.CostModel.load` reads)."""
     return {
@@ -291,7 +280,7 @@ def _validation_split(dataset: KernelDataset, fraction: float, seed: int) -> tup
 
 def _trained_model(
     others: Sequence[DevicePack], config: lodo.LodoConfig, folder: Path, progress: bool
-) -> KernelModel:
+) -> DeviceKernelModel:
     """The model trained on the packs ``others`` (loaded when ``folder/gnn`` holds it; a killed
     training resumes from ``folder/gnn-training``)."""
     saved = folder / MODEL_DIR
@@ -299,7 +288,9 @@ def _trained_model(
         return load_model(saved)
     dataset, rows, descriptors = _combine(others)
     fit, val = _validation_split(dataset, config.val_fraction, config.seed)
-    task = KernelTask.fit(dataset, fit, config.train.model, device_features(rows, descriptors), FEATURE_NAMES)
+    task = DeviceKernelTask.fit(
+        dataset, fit, config.train.model, device_features(rows, descriptors), FEATURE_NAMES
+    )
     workdir = folder / f"{MODEL_DIR}-training"
     result = train.train_and_evaluate(task, config.train, fit, val, workdir=workdir, progress=progress)
     checkpoint.save(
@@ -319,12 +310,12 @@ def _roofline_zero_shot(others: Sequence[DevicePack], held: DevicePack) -> analy
     each kernel's estimate from its own device's roofline (a median of log ratios per kind)."""
     kinds, log_ratio = [], []
     for p in others:
-        estimates = analytical.AnalyticalModel(analytical.DeviceRoofline.from_descriptor(p.descriptor))
+        estimates = analytical.AnalyticalModel(roofline_of(p.descriptor))
         graphs = [p.dataset.graph(i) for i in range(len(p.dataset))]
         log_ratio.append(np.log(p.dataset.runtime_ns) - np.log(estimates.estimate_ns(graphs)))
         kinds.append(p.dataset.kind.astype(str))
     ratio, kind = np.concatenate(log_ratio), np.concatenate(kinds)
-    model = analytical.AnalyticalModel(analytical.DeviceRoofline.from_descriptor(held.descriptor))
+    model = analytical.AnalyticalModel(roofline_of(held.descriptor))
     model.coefficients = {str(k): float(np.exp(np.median(ratio[kind == k]))) for k in np.unique(kind)}
     model.counts = {str(k): int((kind == k).sum()) for k in np.unique(kind)}
     model.global_coefficient = float(np.exp(np.median(ratio)))
@@ -333,7 +324,7 @@ def _roofline_zero_shot(others: Sequence[DevicePack], held: DevicePack) -> analy
 
 
 def _adapted_methods(
-    net: KernelModel,
+    net: DeviceKernelModel,
     held: DevicePack,
     kernels: np.ndarray,
     evaluation: HeldOutRows,
@@ -360,7 +351,7 @@ def _adapted_methods(
         device_features=features,
         progress=progress,
     )
-    roofline = analytical.AnalyticalModel(analytical.DeviceRoofline.from_descriptor(held.descriptor))
+    roofline = analytical.AnalyticalModel(roofline_of(held.descriptor))
     predictions = {
         "calibrated": correction.apply(zero_shot, [kernel_class(g) for g in evaluation.graphs]),
         "fine-tuned": np.exp(
@@ -474,7 +465,7 @@ def leave_one_device_out(
         are and why each failing one fails), a pack has no descriptor, or an earlier result in
         ``out_dir`` was written with other settings.
     """
-    config = _with_device_width(config or lodo.get_config())
+    config = config or lodo.get_config()
     passing, failing = gated_packs(pack_dirs)
     if len(passing) < 2:
         detail = "; ".join(f"{folder}: {why}" for folder, why in failing.items()) or "none fails"

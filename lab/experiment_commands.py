@@ -8,13 +8,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from lab import device_experiments, lodo
+from lab import device_experiments, lodo, packs
 from tpucost.cli.common import fail, names
 from tpucost.cli.kernel_commands import kernel_dataset
 from tpucost.cli.tile_commands import tile_dataset
 from tpucost.experiments import kernel_experiments, results, tile_experiments
 from tpucost.experiments.configs import table2, table3
-from tpucost.experiments.data import packs
 from tpucost.method.tasks import tile as tile_task
 from tpucost.method.train import TrainConfig
 

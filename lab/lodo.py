@@ -19,9 +19,8 @@ class LodoConfig:
     """The leave-one-device-out settings.
 
     Attributes:
-      train: the training settings of the model that reads the device (its
-      ``model.device_features`` is set to the descriptor's width when 0); ``--epochs`` replaces
-      its epochs.
+      train: the training settings of the model that reads the device (`lab.device_models`: it
+      reads the descriptor's `lab.descriptor.FEATURE_NAMES`); ``--epochs`` replaces its epochs.
       minutes: the adaptation budgets N: the held-out device's measured pairs whose cumulative
       measuring time fits in N minutes, in log order.
       finetune_epochs: epochs of fine-tuning on an adaptation budget's kernels.

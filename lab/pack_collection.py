@@ -1,11 +1,11 @@
 """Collecting a device pack: the one command a session runs on the host it landed on.
 
-A *device pack* (`tpucost.experiments.data.packs`) is one device's kernel data set with its
+A *device pack* (`lab.packs`) is one device's kernel data set with its
 fingerprint, its noise floor and its device descriptor. `collect_pack` builds one in a collect
 folder (`tpucost.experiments.data.kernel_collection.collect`), stage by stage, and a rerun with
 ``resume`` skips every stage the folder holds already: the device claim (``device.json``, which
 refuses another device), a check that every family's library imports, ``descriptor.json``
-(`tpucost.method.descriptor.load_or_measure`), a first chunk of the corpus and the noise floor
+(`lab.descriptor.load_or_measure`), a first chunk of the corpus and the noise floor
 taken then (``noise.json``'s ``start``), the rest of the corpus within the time given (every
 family of `PACK_FAMILIES` in turn, `PACK_CONFIGURATIONS`, behind the load and steal gate of
 `collection.wait_until_quiet`), the noise floor over the whole (``end``), and the data set with
@@ -24,19 +24,20 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tpucost.experiments.data import collection, kernel_collection, packs, precompile
+from lab import descriptor, packs, precompile
+from tpucost.experiments.data import collection, kernel_collection
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.programs import FAMILIES, parse_program_id
 from tpucost.experiments.programs.diffrax_models import DIFFRAX_FAMILIES, import_diffrax
 from tpucost.experiments.programs.keras_apps import KERAS_FAMILIES, import_keras
 from tpucost.files import read_json_object, write_json_atomic
-from tpucost.method import descriptor, device
+from tpucost.method import device
 
 __all__ = [
     "PACK_FAMILIES",
@@ -249,6 +250,12 @@ class _PackRun:
             self.noise(f"end-{pairs}")  # new pairs, or a floor that compared labels the old way
 
 
+def _precompile_worker(ahead: int) -> Callable[[list[str]], precompile.Precompiler | None] | None:
+    """`kernel_collection.collect`'s ``compile_ahead``: a precompile worker compiling ``ahead``
+    pairs ahead on the spare core (`precompile.start`); None when ``ahead`` is 0 (off)."""
+    return None if ahead <= 0 else lambda keys: precompile.start(keys, ahead)
+
+
 def collect_pack(
     out: str | os.PathLike,
     n_programs: int = PACK_PROGRAMS,
@@ -329,7 +336,7 @@ def collect_pack(
             "repeats": repeats,
             "configurations": tuple(configurations),
             "families": families,
-            "precompile_ahead": precompile_ahead,
+            "compile_ahead": _precompile_worker(precompile_ahead),
         },
         {"max_load": max_load, "max_steal": max_steal},
         commit_every_s,
@@ -377,7 +384,7 @@ def _refuse_a_second_bundled_pack(out: Path, device_id: str) -> None:
             f"this device ({device_id}) already has a bundled pack, {existing}: a device has one pack, "
             f"so {out} would be a second one. Collect a pack on a host whose device has none "
             "(`python -m lab data packs` lists them); measurements of this device that are to join "
-            f"its pack go to tpucost/bundled/{packs.PENDING_DIR}/{{device_id}} (--families: the ones it lacks)"
+            "its pack go to lab/pending/{device_id} (--families: the ones it lacks)"
         )
 
 

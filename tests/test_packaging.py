@@ -418,7 +418,15 @@ def test_the_command_line_lists_the_book_s_commands_and_lab_the_others():
     assert list(commands) == CLI_COMMANDS.split()
     assert list(_subcommands(commands["data"])) == ["stats", "noise", "overhead"]
     lab_commands = _subcommands(lab_cli.build_parser())
-    assert list(lab_commands) == ["collect-pack", "data", "tiles-legal", "experiment", "device", "adapt"]
+    assert list(lab_commands) == [
+        "collect-pack",
+        "data",
+        "tiles-legal",
+        "experiment",
+        "device",
+        "adapt",
+        "new-families",
+    ]
     assert list(_subcommands(lab_commands["data"])) == [
         "merge",
         "progress",

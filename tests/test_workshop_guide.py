@@ -70,7 +70,7 @@ def test_a_long_cell_can_be_skipped_and_says_how_long_it_took():
         for cell in nbformat.read(path, as_version=4).cells
         if "long" in cell.get("metadata", {}).get("tags", [])
     ]
-    assert len(tagged) >= 2
+    assert tagged  # notebook 05's tile-space searches
     for name, cell in tagged:
         assert cell.source.startswith("if SKIP_LONG_CELLS:"), name
         line = files.skipped_cell(name, cell["id"])

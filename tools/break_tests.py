@@ -58,7 +58,7 @@ BREAKS: tuple[Break, ...] = (
     ),
     Break(
         "structure_hash_counts_shapes",
-        "tests/test_new_families.py::test_every_row_of_the_new_programs_is_scored_in_each_column",
+        "lab/tests/test_new_families.py::test_every_row_of_the_new_programs_is_scored_in_each_column",
         "hand-built new kernels of known novelty (x1 reshaped training kernel, x3 and x4 longer chains)",
     ),
     Break(

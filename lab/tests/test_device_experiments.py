@@ -7,12 +7,13 @@ import json
 
 import numpy as np
 import pytest
-from device_packs import DEVICES, RENAMED, small_subset, write_fake_packs
 
-from lab import cli, device_experiments, lodo
+from lab import cli, descriptor, device_experiments, lodo
+from lab.device_cost_model import DeviceCostModel
+from lab.tests.device_packs import DEVICES, RENAMED, small_subset, write_fake_packs
 from tpucost.experiments.data import collection
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.method import costmodel, descriptor, train
+from tpucost.method import train
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 
@@ -124,10 +125,10 @@ def test_leave_one_device_out_scores_every_method_and_column_and_resumes(
         assert scored == result["evaluation_programs"]
         assert (tmp_path / device_id / device_experiments.RESULT_FILE).is_file()
         # The checkpoint's model reads the device; on a device it never saw it measures this one.
-        cm = costmodel.CostModel.load(
+        cm = DeviceCostModel.load(
             tmp_path / device_id, "gnn", descriptor=result_descriptor(folders, device_id)
         )
-        assert cm.reads_device and set(cm.trained_descriptors) == set(result["trained_on"])
+        assert set(cm.trained_descriptors) == set(result["trained_on"])
     for device_id in ids:  # fine-tuning moved the model, or kept it when no epoch did better
         result = summary["devices"][device_id]
         tuned, zero_shot = result["methods"]["fine-tuned-10min"], result["methods"]["zero-shot"]

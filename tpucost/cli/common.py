@@ -97,18 +97,6 @@ def lowering_flag(p: argparse.ArgumentParser, default: str = "the backend's") ->
     )
 
 
-def precompile_flag(p: argparse.ArgumentParser, default: int) -> None:
-    """``--precompile-ahead``: pairs compiled ahead in a second process on the spare core."""
-    p.add_argument(
-        "--precompile-ahead",
-        type=int,
-        default=default,
-        metavar="N",
-        help=f"kernel task: compile up to N upcoming pairs in a second process on the spare core "
-        f"(default {default}; 0: off; docs/results/collect_prefetch.txt measured it)",
-    )
-
-
 def gate_flags(p: argparse.ArgumentParser, max_load: float | None, max_steal: float | None) -> None:
     """``--max-load`` and ``--max-steal``, the quiet-machine gate of a collection (None: off)."""
     p.add_argument(

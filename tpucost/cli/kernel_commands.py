@@ -17,7 +17,6 @@ from tpucost.cli.common import (
     label_mode,
     lowering_flag,
     names,
-    precompile_flag,
     shard,
 )
 from tpucost.cli.tile_commands import (
@@ -28,10 +27,10 @@ from tpucost.cli.tile_commands import (
     cmd_tile_stats,
     cmd_train_tiles,
 )
-from tpucost.experiments import calibration, command_tables, kernel_experiments, new_families
+from tpucost.experiments import calibration, command_tables, kernel_experiments
 from tpucost.experiments import results as results_tables
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.experiments.data import kernel_collection, packs
+from tpucost.experiments.data import kernel_collection
 from tpucost.method import costmodel, hlo, kernels, losses, train
 from tpucost.method.tasks import kernel
 
@@ -79,7 +78,6 @@ def cmd_collect(args: argparse.Namespace) -> int:
             do_finalize=not args.no_finalize,
             max_load=args.max_load,
             max_steal=args.max_steal,
-            precompile_ahead=args.precompile_ahead,
         )
     except (FileExistsError, ValueError, RuntimeError) as err:
         return fail(err)
@@ -120,7 +118,6 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-finalize", action="store_true", help="write parts only (merge them later)")
     gate_flags(p, None, None)
-    precompile_flag(p, 0)
     all_cores_flag(p)
     p.set_defaults(func=cmd_collect)
     d = sub.add_parser("data", help="kernel data set tools").add_subparsers(
@@ -256,8 +253,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.task == "tile":
         return cmd_evaluate_tiles(args)
     model_dir = args.model or str(kernel.default_model_dir(args.split))
-    if args.new_families:
-        return _evaluate_new_families(args, model_dir)
     try:
         dataset = kernel_dataset(args.data)
         results = kernel_experiments.evaluate_models(model_dir, dataset, args.split, args.methods)
@@ -285,19 +280,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
     return emit(summary, args.json, results_tables.evaluation_summary_table)
-
-
-def _evaluate_new_families(args: argparse.Namespace, model_dir: str) -> int:
-    """``evaluate --new-families DIR``: `new_families.evaluate_new_families`, with DIR's noise floor."""
-    try:
-        result = new_families.evaluate_new_families(
-            model_dir, kernel_dataset(args.data), kernel_dataset(args.new_families), args.methods
-        )
-        noise = packs.read_noise(args.new_families)
-    except (FileNotFoundError, ValueError) as err:
-        return fail(err)
-    result["noise"] = None if noise is None else dataclasses.asdict(noise)
-    return emit(result, args.json, results_tables.new_families_table)
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -416,13 +398,6 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also each method's median APE per test family, and its median predicted / measured "
         "below and from 5 us (above 1: too slow)",
-    )
-    p.add_argument(
-        "--new-families",
-        default=None,
-        metavar="DIR",
-        help="instead of the test split, score the model on every program of DIR: a data set of families "
-        "its training data (--data) never ran, measured on the same device (with DIR's noise floor)",
     )
     p.add_argument(
         "--methods",

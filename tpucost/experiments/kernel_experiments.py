@@ -29,9 +29,8 @@ help, and which hyperparameters to use.
   vectors) and split into `DISTANCE_BANDS`, each its own part of the figures.
 
   `HeldOutRows` scores programs a model never trained on in four columns (all rows, unseen,
-  structure-novel, written by others): leave-one-device-out
-  (the lab's, ``python -m lab``) and new families
-  (`tpucost.experiments.new_families`) use it.
+  structure-novel, written by others): the lab's leave-one-device-out and new families
+  (``python -m lab``) use it.
 
 * `leave_group_out`: for each group of `tpucost.experiments.programs.FAMILY_GROUPS` present in the data
   set, train every method without that group (`tpucost.experiments.data.kernel.split_leave_out`) and

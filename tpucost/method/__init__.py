@@ -9,7 +9,6 @@ Each module is one step of "A Learned Performance Model for Tensor Processing Un
    `jraph.GraphsTuple` (notebook 01, sections 4-6).
 4. `backends`, `device`, `trace_events`, `measure`: a kernel's runtime label, measured on the device
    at hand one kernel at a time (notebook 02, sections 1-2).
-   Then `descriptor`: the device itself in a minute of micro-benchmarks, a model's input.
 5. `splits`: train / validation / test parts by program or by family (notebook 02, section 4).
 6. `models`: GraphSAGE, the LSTM baseline and the tile model (notebook 03, section 1).
 7. `losses`: every loss of both tasks, one signature (notebook 03, section 1; notebook 04, section 3).

@@ -8,8 +8,7 @@ programs". This module builds the same kind of baseline from what a `KernelGraph
    (``log1p`` columns are inverted with ``expm1`` and rounded; logical dims are recovered through
    the ``layout`` columns);
 2. `measure_roofline` measures a `DeviceRoofline` (peak FLOP/s, transcendentals/s, memory bandwidth,
-   launch overhead) with micro-benchmarks on the current JAX backend, cached as JSON
-   (`DeviceRoofline.from_descriptor` takes them from a device descriptor's measured peaks instead);
+   launch overhead) with micro-benchmarks on the current JAX backend, cached as JSON;
 3. `roofline_ns` = launch overhead + max(compute time, transcendental time, memory time);
 4. `AnalyticalModel` fits one multiplicative coefficient per kernel kind in log space.
 
@@ -73,7 +72,6 @@ import numpy as np
 
 from tpucost.files import cache_dir, write_json_atomic
 from tpucost.method import device
-from tpucost.method.descriptor import DeviceDescriptor
 from tpucost.method.features import NODE_FEATURE_NAMES, NUM_NODE_FEATURES, OPCODE_VOCAB, KernelGraph
 from tpucost.method.measure import best_wall_time_ns, measure_kernels
 
@@ -289,33 +287,6 @@ class DeviceRoofline:
     def from_dict(cls, d: dict[str, Any]) -> DeviceRoofline:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
-
-    @classmethod
-    def from_descriptor(cls, desc: DeviceDescriptor) -> DeviceRoofline:
-        """The roofline of a measured `tpucost.method.descriptor.DeviceDescriptor`: its f32 matmul
-        peak, exp throughput, DRAM bandwidth and dispatch overhead (``profiled_launch_ns`` 0: unknown).
-
-        Raises:
-            ValueError: one of those throughputs was not measured (not a positive number).
-        """
-        peaks = {
-            "peak_f32_flops": desc.peak_f32_flops,
-            "transcendentals_per_s": desc.transcendentals_per_s,
-            "bandwidth_bytes_per_s['DRAM']": desc.bandwidth_bytes_per_s.get("DRAM"),
-        }
-        for name, value in peaks.items():
-            if value is None or not math.isfinite(value) or value <= 0:
-                raise ValueError(
-                    f"descriptor of {desc.device_id}: {name} = {value!r}, need a positive number"
-                )
-        return cls(
-            peak_flops=float(desc.peak_f32_flops),
-            peak_transcendentals=float(desc.transcendentals_per_s),
-            bandwidth_bytes_per_s=float(desc.bandwidth_bytes_per_s["DRAM"]),
-            launch_overhead_ns=float(desc.dispatch_ns),
-            backend=desc.backend,
-            device_kind=desc.device_kind,
-        )
 
 
 def default_cache_path(

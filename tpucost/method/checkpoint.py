@@ -4,9 +4,8 @@ The best-model folder (`save` writes it, `load` reads it; the bundled checkpoint
 
     DIR/params.msgpack   the parameters: `flax.serialization` msgpack of a str-keyed dict of arrays
     DIR/config.json      {"format_version": 2, "train": TrainConfig dict or null, "model": ModelConfig
-                          dict (its "features" is the `tpucost.method.features.FeatureSpec` the model reads;
-                          "device_features" only for a model that reads the device),
-                          <the task's metadata keys, e.g. "task", "norm", "device_norm">,
+                          dict (its "features" is the `tpucost.method.features.FeatureSpec` the model reads),
+                          <the task's metadata keys, e.g. "task", "norm">,
                           "jax_version", "flax_version", "extra"}
 
 It is written into a temporary folder beside DIR, each file with `tpucost.files.write_atomic`,
@@ -33,6 +32,7 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -47,6 +47,7 @@ from tpucost.method.features import FeatureSpec
 from tpucost.method.models import ModelConfig, make_model
 
 __all__ = [
+    "Build",
     "PARAMS_FILE",
     "CONFIG_FILE",
     "TRAIN_STATE_FILE",
@@ -88,6 +89,12 @@ class SavedModel(NamedTuple):
     def task(self) -> str:
         """The task the model was trained for (``"kernel"`` or ``"tile"``)."""
         return str(self.meta["task"])
+
+
+#: What `load` builds the model with: the saved ModelConfig and config.json's fields -> a fresh
+#: model whose parameters the file then fills (default: `tpucost.method.models.make_model` for the
+#: saved ``"task"``; the lab's models that read a device pass their own).
+Build = Callable[[ModelConfig, dict[str, Any]], nnx.Module]
 
 
 def bundled_checkpoints_dir() -> Path:
@@ -271,7 +278,11 @@ def _model_config(path: Path, meta: dict[str, Any]) -> ModelConfig:
 
 
 def load(
-    path_dir: str | os.PathLike, spec: FeatureSpec | None = None, *, spec_of: str = "the data"
+    path_dir: str | os.PathLike,
+    spec: FeatureSpec | None = None,
+    *,
+    spec_of: str = "the data",
+    build: Build | None = None,
 ) -> SavedModel:
     """Load a `save` folder.
 
@@ -283,6 +294,7 @@ def load(
       path_dir: the checkpoint folder.
       spec: when given, the model must have been trained on this feature spec.
       spec_of: what ``spec`` belongs to, for the error message (e.g. ``"data set DIR"``).
+      build: makes the model from the saved config (`Build`; None: `make_model` of the saved task).
 
     Raises:
       ValueError: a file or field is missing or corrupt, a shape differs from the model's, or
@@ -299,7 +311,7 @@ def load(
     if spec is not None:
         config.features.check_matches(spec, f"checkpoint {path}", spec_of)
     try:  # the saved task names the model: a tile config says kind "gnn" too (`make_model`)
-        model = make_model(config, 0, task=str(meta["task"]))
+        model = make_model(config, 0, task=str(meta["task"])) if build is None else build(config, meta)
     except ValueError as err:
         raise ValueError(f"checkpoint {cfg_file}: field 'task' or 'model': {_one_line(err)}") from err
     _load_params_into(model, _read_msgpack(params_file), params_file)

@@ -8,18 +8,11 @@ never run): the total is the sum of its kernels (each times its calls per run) p
 dispatch overhead per kernel, measured on the training programs
 (`tpucost.experiments.data.kernel_collection.dispatch_ns_per_kernel`) and stored with the checkpoint.
 
-A model that reads no device predicts runtimes of the device that measured its training labels.
+A model predicts runtimes of the device that measured its training labels.
 On another device `load` applies the correction stored for this model and device
 (`tpucost.method.correction`, fitted by `tpucost.experiments.calibration.calibrate`), or warns
-once that the predictions are for the other machine.
-
-A model that reads the device (trained on several device packs,
-by the lab's leave-one-device-out experiment, ``python -m lab``) predicts for the device whose descriptor it is given
-(`CostModel.descriptor`, `tpucost.method.descriptor`). `load` takes the descriptor of the device at
-hand from the checkpoint when the model trained on this device; otherwise it measures this
-device's descriptor (`tpucost.method.descriptor.load_or_measure`: about a minute once, then
-cached) and predicts zero-shot with it, and says so once. A correction stored for the model on
-this device is applied on top, as for any model.
+once that the predictions are for the other machine. (A model that reads a device descriptor,
+trained on several devices, is the lab's: ``lab.device_cost_model``, outside the package.)
 """
 
 from __future__ import annotations
@@ -34,8 +27,6 @@ import numpy as np
 
 from tpucost.files import missing_bundled_hint
 from tpucost.method import correction, device, features, hlo, kernels
-from tpucost.method import descriptor as descriptors
-from tpucost.method.descriptor import DeviceDescriptor
 from tpucost.method.features import KernelGraph
 from tpucost.method.kernels import Kernel
 from tpucost.method.measure import compile_fn
@@ -82,10 +73,6 @@ class CostModel:
     `tpucost.experiments.calibration.calibrate` stored for this model, device and jaxlib, or warns
     once that the predictions are for the other setting. ``trained_dispatch_ns`` is the per-kernel
     dispatch overhead of the training device (0 when unknown); a correction may replace it.
-
-    A model that reads the device (``reads_device``) predicts for the device of ``descriptor``
-    (a `tpucost.method.descriptor.DeviceDescriptor`; `load` picks it, see the module docstring);
-    ``trained_descriptors`` are those of the devices it trained on, by device id.
     """
 
     def __init__(
@@ -96,8 +83,6 @@ class CostModel:
         key: str = "",
         trained_on: Mapping[str, Any] | None = None,
         trained_dispatch_ns: float | None = None,
-        reads_device: bool = False,
-        descriptor: DeviceDescriptor | None = None,
     ):
         self.method = method
         self._predict_fn = predict_fn
@@ -106,9 +91,6 @@ class CostModel:
         self.trained_on = dict(trained_on) if trained_on else None
         self.trained_dispatch_ns = float(trained_dispatch_ns or 0.0)
         self.correction: correction.Correction | None = None
-        self.reads_device = reads_device
-        #: The device the predictions are for, for a model that reads the device (else None).
-        self.descriptor = descriptor
         #: The arguments of `load` that made this model (None when built otherwise): another
         #: process loads the same model with them (`tpucost.experiments.autotune.wall_time`).
         self.loaded_with: dict[str, Any] | None = None
@@ -127,7 +109,6 @@ class CostModel:
         method: str = "gnn",
         split: str = "random",
         calibrated: bool = True,
-        descriptor: DeviceDescriptor | Mapping[str, Any] | None = None,
     ) -> CostModel:
         """Load ``method`` from ``model_dir`` (default: the bundled checkpoints of ``split``).
 
@@ -136,13 +117,6 @@ class CostModel:
         every prediction, and a model trained on another device without one warns once.
         ``calibrated=False`` gives the raw predictions for the device the model was trained on (no
         correction, no warning): what scoring it against its data set's labels needs.
-
-        A model that reads the device predicts for ``descriptor`` when given (a
-        `tpucost.method.descriptor.DeviceDescriptor` or its dict), else for the device at hand:
-        the checkpoint's descriptor of it when the model trained on it, else its measured one
-        (`tpucost.method.descriptor.load_or_measure`, cached), with a one-time message. Measure
-        it in the label mode (`tpucost.method.device.pin_to_one_core`), the mode of the packs'
-        descriptors. ``calibrated`` decides only whether a stored correction is applied.
         """
         root = Path(model_dir) if model_dir is not None else kernel_task.default_model_dir(split)
         try:
@@ -157,10 +131,7 @@ class CostModel:
             correction.model_key(saved.files),
             saved.trained_on,
             saved.dispatch_ns_per_kernel,
-            reads_device=saved.reads_device,
         )
-        if saved.reads_device:
-            loaded._use_descriptor(root, descriptor)
         if calibrated:
             loaded._use_device_at_hand(root)
         loaded.loaded_with = {
@@ -169,59 +140,18 @@ class CostModel:
             "split": split,
             "calibrated": calibrated,
         }
-        if descriptor is not None and loaded.descriptor is not None:
-            loaded.loaded_with["descriptor"] = loaded.descriptor.to_dict()
         return loaded
-
-    @property
-    def trained_descriptors(self) -> dict[str, DeviceDescriptor]:
-        """The descriptors of the devices the model trained on, by device id (empty for a model
-        that reads no device); from the checkpoint's ``extra``."""
-        saved = (self.meta.get("extra") or {}).get(kernel_task.DESCRIPTORS_EXTRA) or {}
-        return {
-            str(device_id): DeviceDescriptor.from_dict(
-                d, source=f"checkpoint extra {kernel_task.DESCRIPTORS_EXTRA}/{device_id}"
-            )
-            for device_id, d in saved.items()
-        }
-
-    def _use_descriptor(self, root: Path, given: DeviceDescriptor | Mapping[str, Any] | None) -> None:
-        """Pick the descriptor to predict for (see `load`) and the dispatch overhead of that device."""
-        trained = self.trained_descriptors
-        here = device.fingerprint()
-        if given is not None:
-            self.descriptor = (
-                given if isinstance(given, DeviceDescriptor) else DeviceDescriptor.from_dict(given)
-            )
-        elif here["id"] in trained:
-            self.descriptor = trained[here["id"]]
-        else:
-            self.descriptor = descriptors.load_or_measure()
-            device.warn_once(
-                f"tpucost: the {self.method} model in {root} was trained on the devices "
-                f"{', '.join(sorted(trained)) or '(none recorded)'}, not on this one ({device.describe(here)}): "
-                "it predicts zero-shot from this device's measured descriptor (cached). Run `python -m "
-                f"tpucost calibrate --model {root} --method {self.method}` to measure its error here and correct it",
-                key=f"zero-shot:{root}:{self.method}:{here['id']}",
-                stacklevel=4,
-            )
-        dispatch = (self.meta.get("extra") or {}).get(kernel_task.DISPATCH_EXTRA) or {}
-        known = [float(v) for v in dispatch.values() if v is not None]
-        here_ns = dispatch.get(self.descriptor.device_id)
-        if here_ns is not None or known:
-            self.trained_dispatch_ns = float(here_ns if here_ns is not None else np.median(known))
 
     def _use_device_at_hand(self, root: Path) -> None:
         """Apply the correction stored for this device and compiler, or warn once if the model
-        learned another device's runtimes (a model that reads the device is told the device
-        instead) or another compiler's kernels."""
+        learned another device's runtimes or another compiler's kernels."""
         here = device.fingerprint()
         self.correction = correction.load_correction(self.key, here["id"], here["jaxlib"])
         if self.correction is not None:
             return
         trained = self.trained_on or {}
         reasons = []
-        if not self.reads_device and trained.get("id") != here["id"]:
+        if trained.get("id") != here["id"]:
             reasons.append(
                 f"learned runtimes measured on {device.describe(trained)}; this is {device.describe(here)}"
             )
@@ -253,15 +183,8 @@ class CostModel:
 
     def predict_uncorrected(self, graphs: Sequence[KernelGraph]) -> np.ndarray:
         """Predicted runtime (ns) per kernel graph for the device that measured the training labels
-        (no correction), float64[len(graphs)]: what a calibration compares with measurements. A
-        model that reads the device predicts for the device of `descriptor`."""
-        if not self.reads_device:
-            return np.asarray(self._predict_fn(graphs), dtype=np.float64)
-        if self.descriptor is None:
-            raise ValueError(
-                f"the {self.method} model reads the device: set its descriptor (CostModel.load does)"
-            )
-        return np.asarray(self._predict_fn(graphs, device=self.descriptor.features()), dtype=np.float64)
+        (no correction), float64[len(graphs)]: what a calibration compares with measurements."""
+        return np.asarray(self._predict_fn(graphs), dtype=np.float64)
 
     def dispatch_ns_on(self, backend: str) -> float:
         """Dispatch overhead per kernel (ns) of a program run on ``backend``: `dispatch_ns_per_kernel`

@@ -94,7 +94,6 @@ __all__ = [
     "measure_kernels",
     "wall_time_ns",
     "best_wall_time_ns",
-    "MAX_SHARE_RUNS",
 ]
 
 # Kernels that run other kernels (loop bodies, branches); their events enclose
@@ -491,26 +490,19 @@ def compile_fn(
     return jax.jit(fn).lower(*args).compile(compiler_options=dict(compiler_options or {}) or None)
 
 
-#: The most runs `best_wall_time_ns` makes to fill a time share.
-MAX_SHARE_RUNS = 10_000
-
-
 def best_wall_time_ns(
     compiled: Callable[..., Any],
     args: Sequence[Any],
     repeats: int = 5,
     warmup: int = 1,
     budget_s: float | None = None,
-    share_s: float = 0.0,
 ) -> float:
     """The minimum wall time (ns) of ``repeats`` runs of a compiled ``compiled(*args)``, after
     ``warmup`` untimed runs; the one timing loop of tpucost's measurements that need no trace.
 
     With ``budget_s``, a slow program gets fewer runs (at least one): as many as fit in
     ``budget_s`` seconds at the speed of its last warm-up run (a run of 0.5 s or more varies far
-    less, in relative terms, than the millisecond runs that get all ``repeats``). With
-    ``share_s``, runs go on after those until ``share_s`` seconds have passed (at most
-    `MAX_SHARE_RUNS` in all): a micro-benchmark's time share (`tpucost.method.descriptor`).
+    less, in relative terms, than the millisecond runs that get all ``repeats``).
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
@@ -520,12 +512,7 @@ def best_wall_time_ns(
         _block(compiled(*args))
         if budget_s is not None:
             runs = max(1, min(repeats, int(budget_s / max(time.perf_counter() - t0, 1e-9))))
-    start = time.perf_counter()
-    best = min(wall_time_ns(compiled, *args, repeats=runs))
-    while time.perf_counter() - start < share_s and runs < MAX_SHARE_RUNS:
-        best = min(best, wall_time_ns(compiled, *args, repeats=1)[0])
-        runs += 1
-    return float(best)
+    return float(min(wall_time_ns(compiled, *args, repeats=runs)))
 
 
 def wall_time_ns(fn: Callable[..., Any], *args: Any, repeats: int = 5) -> list[float]:

@@ -14,14 +14,9 @@ Shapes used in the docstrings: ``Np`` padded nodes, ``Mp`` padded edges, ``Gp`` 
 Padding never leaks into real graphs: padding edges join padding nodes only (jraph's convention),
 pooling uses the node mask, and the LSTM reads each kernel's own nodes.
 
-A kernel model that reads the device (``config.device_features`` = D > 0) also takes, per graph,
-the device's descriptor features ``float32[Gp, D]`` (`tpucost.method.descriptor`, standardised
-by the task). They join the kernel embedding late, after pooling (`_DeviceJoin`): a Dense layer
-encodes the device, its output is concatenated with the kernel embedding and one hidden layer
-mixes the two before the head. One hidden layer, not a plain concatenation into the head: a
-linear head would let the device add one offset to every kernel's log runtime, while a
-compute-bound and a memory-bound kernel change speed by different factors from one device to
-another. With D = 0 the model is exactly the one without a device (same parameters, same outputs).
+Each kernel model is its kernel embedding (`GraphSAGE.pool` of `SAGEEncoder.embed_nodes`,
+`LSTMBaseline.final_state`) and a Dense head; the lab's models that read a device descriptor
+(``lab.device_models``, outside the package) put the device between the two.
 """
 
 from __future__ import annotations
@@ -85,9 +80,6 @@ class ModelConfig:
       dropout: dropout rate on node embeddings while training.
       config_join: where a configuration's features join the graph (tile model only; the kernel
       models ignore it): "late" (after pooling) or "early" (at every node).
-      device_features: D, the width of the device descriptor the kernel model reads
-      (`tpucost.method.descriptor.FEATURE_NAMES`); 0 (the default): it reads no device. Saved
-      in the config only when > 0, so a model without a device saves the config it always did.
     """
 
     kind: str = "gnn"
@@ -100,7 +92,6 @@ class ModelConfig:
     features: features.FeatureSpec = features.TPUCOST_FEATURES
     dropout: float = 0.0
     config_join: str = "late"
-    device_features: int = 0
 
     def __post_init__(self):
         if self.kind not in ("gnn", "lstm"):
@@ -117,23 +108,16 @@ class ModelConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.config_join not in _CONFIG_JOINS:
             raise ValueError(f"config_join must be one of {_CONFIG_JOINS}, got {self.config_join!r}")
-        if isinstance(self.device_features, bool) or not isinstance(self.device_features, int | np.integer):
-            raise ValueError(f"device_features must be an int >= 0, got {self.device_features!r}")
-        object.__setattr__(self, "device_features", int(self.device_features))
-        if self.device_features < 0:
-            raise ValueError(f"device_features must be >= 0, got {self.device_features}")
         if not isinstance(self.features, features.FeatureSpec):
             raise ValueError(
                 f"features must be a tpucost.method.features.FeatureSpec, got {type(self.features).__name__}"
             )
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict (`from_dict` reads it back); ``device_features`` only when > 0."""
+        """A JSON-ready dict (`from_dict` reads it back)."""
         d = dataclasses.asdict(self)
         d["pooling"] = list(self.pooling)
         d["features"] = self.features.to_dict()
-        if not self.device_features:
-            del d["device_features"]
         return d
 
     @classmethod
@@ -283,55 +267,9 @@ class SAGEEncoder(nnx.Module):
         )
 
 
-class _DeviceJoin(nnx.Module):
-    """The device joins a kernel embedding: ``relu(Dense(concat(embedding, relu(Dense(device)))))``.
-
-    float32[Gp, width] kernel embeddings and float32[Gp, D] device features -> float32[Gp, H].
-    """
-
-    def __init__(self, config: ModelConfig, width: int, rngs: nnx.Rngs):
-        self.device_encoder = nnx.Linear(config.device_features, config.hidden, rngs=rngs)
-        self.mix = nnx.Linear(width + config.hidden, config.hidden, rngs=rngs)
-
-    def __call__(self, embedding: jax.Array, device: jax.Array) -> jax.Array:
-        encoded = nnx.relu(self.device_encoder(device.astype(jnp.float32)))
-        return nnx.relu(self.mix(jnp.concatenate([embedding, encoded], axis=-1)))
-
-
-def _device_head(config: ModelConfig, width: int, rngs: nnx.Rngs) -> tuple[_DeviceJoin | None, nnx.Linear]:
-    """The join of the device (None when the model reads none) and the head of a kernel model
-    whose kernel embedding is ``width`` wide."""
-    if not config.device_features:
-        return None, nnx.Linear(width, 1, rngs=rngs)
-    return _DeviceJoin(config, width, rngs), nnx.Linear(config.hidden, 1, rngs=rngs)
-
-
-def _checked_device(config: ModelConfig, device: jax.Array | None, num_graphs: int) -> None:
-    """A model that reads the device needs float32[Gp, D] device features; one that does not, none."""
-    if not config.device_features:
-        if device is not None:
-            raise ValueError(
-                "this model reads no device (config.device_features is 0), but got device features"
-            )
-        return
-    if device is None:
-        raise ValueError(
-            f"this model reads the device: pass device=float32[{num_graphs}, {config.device_features}] "
-            "(the descriptor's features, `tpucost.method.descriptor`)"
-        )
-    if tuple(device.shape) != (num_graphs, config.device_features):
-        raise ValueError(
-            f"device features have shape {tuple(device.shape)}, the model needs ({num_graphs}, "
-            f"{config.device_features})"
-        )
-
-
 class GraphSAGE(SAGEEncoder):
     """The paper's GraphSAGE kernel model: `SAGEEncoder` (node inputs, K layers, pooling), then a
     Dense head from the kernel embedding to one number.
-
-    With ``config.device_features`` D > 0 it reads the device too: ``device`` float32[Gp, D] joins
-    the kernel embedding before the head (``device_join``, `_DeviceJoin`: see the module docstring).
 
     ``model(graph, node_mask, graph_mask)`` with a padded `jraph.GraphsTuple` (nodes
     ``{"opcode": int32[Np], "features": float32[Np, F]}``, senders/receivers int32[Mp],
@@ -344,9 +282,7 @@ class GraphSAGE(SAGEEncoder):
 
     def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
         super().__init__(config, rngs)  # encoder, layers, dropout
-        device_join, self.head = _device_head(config, config.hidden * len(config.pooling), rngs)
-        if device_join is not None:  # a model without a device keeps its old parameter tree
-            self.device_join = device_join
+        self.head = nnx.Linear(config.hidden * len(config.pooling), 1, rngs=rngs)
 
     def __call__(
         self,
@@ -356,16 +292,11 @@ class GraphSAGE(SAGEEncoder):
         seq_index: jax.Array | None = None,
         *,
         dropout_key: jax.Array | None = None,
-        device: jax.Array | None = None,
     ) -> jax.Array:
-        """Predictions float32[Gp]; ``seq_index`` is ignored (LSTM only); ``dropout_key`` enables
-        dropout; ``device`` float32[Gp, D]: the device features (only, and always, when D > 0)."""
+        """Predictions float32[Gp]; ``seq_index`` is ignored (LSTM only); ``dropout_key`` enables dropout."""
         del seq_index
-        _checked_device(self.config, device, graph.n_node.shape[0])
         h = self.embed_nodes(graph, dropout_key=dropout_key)  # [Np, H]
         pooled = self.pool(h, graph, node_mask)  # [Gp, H * len(pooling)]
-        if device is not None:
-            pooled = self.device_join(pooled, device)  # [Gp, H]
         return jnp.where(graph_mask, self.head(pooled)[:, 0], 0.0)
 
 
@@ -374,8 +305,7 @@ class LSTMBaseline(nnx.Module):
 
     Needs ``seq_index`` int32[Gp, L] from `sequence_index` (the node ids of each graph in order,
     built in numpy per batch); the prediction reads the LSTM output at each graph's last real
-    node, so padding positions (after it) cannot leak. With ``config.device_features`` D > 0,
-    ``device`` float32[Gp, D] joins that final state before the head, as in `GraphSAGE`.
+    node, so padding positions (after it) cannot leak (`final_state`).
     """
 
     def __init__(self, config: ModelConfig, rngs: nnx.Rngs):
@@ -383,9 +313,7 @@ class LSTMBaseline(nnx.Module):
         self.encoder = _NodeEncoder(config, rngs)
         self.dropout = nnx.Dropout(config.dropout)
         self.cell = nnx.OptimizedLSTMCell(config.hidden, config.hidden, rngs=rngs)
-        device_join, self.head = _device_head(config, config.hidden, rngs)
-        if device_join is not None:
-            self.device_join = device_join
+        self.head = nnx.Linear(config.hidden, 1, rngs=rngs)
 
     def __call__(
         self,
@@ -395,12 +323,22 @@ class LSTMBaseline(nnx.Module):
         seq_index: jax.Array | None = None,
         *,
         dropout_key: jax.Array | None = None,
-        device: jax.Array | None = None,
     ) -> jax.Array:
-        """Predictions float32[Gp] from seq_index int32[Gp, L] (and ``device`` float32[Gp, D] when D > 0)."""
+        """Predictions float32[Gp] from seq_index int32[Gp, L]."""
+        last, has_nodes = self.final_state(graph, node_mask, seq_index, dropout_key)
+        return jnp.where(graph_mask & has_nodes, self.head(last)[:, 0], 0.0)
+
+    def final_state(
+        self,
+        graph: jraph.GraphsTuple,
+        node_mask: jax.Array,
+        seq_index: jax.Array | None,
+        dropout_key: jax.Array | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
+        """The LSTM's output at each graph's last real node, float32[Gp, H], and whether the graph
+        has a real node, bool[Gp]."""
         if seq_index is None:
             raise ValueError("LSTMBaseline needs seq_index (see tpucost.method.models.sequence_index)")
-        _checked_device(self.config, device, graph.n_node.shape[0])
         h = self.encoder(graph.nodes["opcode"], graph.nodes["features"])
         if dropout_key is not None and self.config.dropout > 0:
             h = self.dropout(h, deterministic=False, rngs=dropout_key)
@@ -414,9 +352,7 @@ class LSTMBaseline(nnx.Module):
         gid = node_graph_ids(graph.n_node, h.shape[0])
         lengths = jax.ops.segment_sum(node_mask.astype(jnp.int32), gid, num_graphs)
         last = out[jnp.arange(num_graphs), jnp.clip(lengths - 1, 0, seq.shape[1] - 1)]
-        if device is not None:
-            last = self.device_join(last, device)
-        return jnp.where(graph_mask & (lengths > 0), self.head(last)[:, 0], 0.0)
+        return last, lengths > 0
 
 
 def sequence_index(
@@ -517,8 +453,6 @@ def make_model(
     if isinstance(rngs, int):
         rngs = nnx.Rngs(rngs)
     if task == "tile":
-        if config.device_features:
-            raise ValueError("the tile model reads no device: its config's device_features must be 0")
         if config.kind != "gnn":
             raise ValueError(f"the tile model is a GraphSAGE model (kind 'gnn'), got kind {config.kind!r}")
         return TileGraphSAGE(config, rngs)

@@ -60,7 +60,8 @@ BEST_DIR = "best"
 class Task(Protocol):
     """What the loop needs from a learning problem.
 
-    ``name`` also names the model the loop trains (`tpucost.method.models.make_model`). When
+    ``name`` also names the model the loop trains (`tpucost.method.models.make_model`; a task with
+    a ``make_model(config, rngs)`` method builds its own, as the lab's device models do). When
     ``metadata()`` holds ``"features"`` (a `FeatureSpec` dict), the model config's feature spec
     must equal it.
     """
@@ -355,7 +356,9 @@ def _run_epochs(
 def _initial_model(config: TrainConfig, task: Task, init_model: nnx.Module | None) -> nnx.Module:
     """A fresh model of ``config.model`` for the task, holding ``init_model``'s parameters when given
     (which must be a model of the same config)."""
-    model = make_model(config.model, nnx.Rngs(config.seed), task=task.name)
+    build = getattr(task, "make_model", None)
+    rngs = nnx.Rngs(config.seed)
+    model = make_model(config.model, rngs, task=task.name) if build is None else build(config.model, rngs)
     if init_model is not None:
         if getattr(init_model, "config", None) != config.model:
             raise ValueError(

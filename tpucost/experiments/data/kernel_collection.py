@@ -28,7 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from tpucost.experiments.data import collection, precompile
+from tpucost.experiments.data import collection
 from tpucost.experiments.data.kernel import (
     NOISE_FILE,
     KernelDataset,
@@ -209,7 +209,7 @@ def collect(
     commit_every_s: float | None = None,
     on_chunk: collection.ChunkHook | None = None,
     stop_after_s: float | None = None,
-    precompile_ahead: int = 0,
+    compile_ahead: Callable[[list[str]], Any] | None = None,
 ) -> dict[str, Any]:
     """Measure programs into ``out_dir`` (see "Collection" above); returns a summary dict.
 
@@ -217,10 +217,11 @@ def collect(
     average (the share of CPU time the hypervisor stole during the last pair) is above it: measure
     on a quiet machine (`collection.wait_until_quiet`, waiting at most ``give_up_s``). ``on_chunk(out_dir, summary)`` is called
     every ``commit_every_s`` seconds and after the last pair, ``stop_after_s`` ends the run early
-    (`collection.run`). ``precompile_ahead`` > 0 compiles up to that many upcoming pairs in a
-    second process on the spare core (`tpucost.experiments.data.precompile`; off by default: its
-    speed-up and its effect on the labels are not yet measured on a quiet machine); ``max_load``
-    then allows the worker's own 1. The summary counts pairs, kernel records, errors, seconds,
+    (`collection.run`). ``compile_ahead(keys)``, given the keys of the pairs still to measure
+    in order, may start a worker that compiles them ahead (the lab's precompile worker on the spare
+    core, ``python -m lab collect-pack``): an object with ``prepare(key)``, called before each
+    pair, and ``stop()``, which returns what it did; or None. ``max_load`` then allows the worker's
+    own 1. The summary counts pairs, kernel records, errors, seconds,
     seconds paused, the median and largest steal share, and says whether the run ``stopped``
     early (``precompile``: what the worker did, None when off). Raises FileExistsError when
     ``out_dir`` already has a log and ``resume`` is False.
@@ -236,9 +237,9 @@ def collect(
     built: dict[str, Program] = {}  # the program in hand: its configurations come one after another
     items = list(_pairs(n_programs, seed, shard, configurations, families))
     worker = None
-    if precompile_ahead > 0:
+    if compile_ahead is not None:
         done_keys = {_pair_key(e) for e in collection.read_log(out) if e.get("status") in collection.DONE}
-        worker = precompile.start([i.key for i in items if i.key not in done_keys], precompile_ahead)
+        worker = compile_ahead([i.key for i in items if i.key not in done_keys])
         if worker is not None and max_load is not None:
             max_load += 1.0  # the worker's own process on the other core
 
@@ -266,7 +267,7 @@ def collect(
         "configurations": list(configurations) if configurations else None,
         "max_load": max_load,
         "max_steal": max_steal,
-        "precompile_ahead": precompile_ahead if worker is not None else 0,
+        "compile_ahead": worker is not None,
     }
     try:
         done = collection.run(

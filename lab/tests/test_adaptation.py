@@ -1,4 +1,4 @@
-"""tpucost.experiments.adaptation (adapt) and the ``adapt`` command: fine-tuning a kernel model on
+"""lab.adaptation (adapt) and the ``adapt`` command: fine-tuning a kernel model on
 this machine's measurements, scored on families the adaptation did not use.
 
 Most tests play "another machine" without compiling anything: the measuring function returns
@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 import pytest
 
-from lab import cli
-from tpucost.experiments import adaptation, calibration, kernel_experiments
+from lab import adaptation, cli
+from tpucost.experiments import calibration, kernel_experiments
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.data import kernel_collection
 from tpucost.experiments.programs import parse_program_id

@@ -23,7 +23,7 @@ How it works
 * `start` (in the measuring process, before it measures) makes a private folder (mode 0700: a
   compilation cache is code this process will run), points this process's persistent cache at its
   ``cache/``, read only (nothing compiled here is written), and starts ``python -m
-  tpucost.experiments.data.precompile FOLDER`` with `tpucost.method.device.cpu_only_env`. The
+  lab.precompile FOLDER`` with `tpucost.method.device.cpu_only_env`. The
   worker pins itself to a core outside the measuring process's affinity (before its JAX backend
   starts) and compiles into ``staging/``; when a pair is compiled it moves the pair's entries into
   ``cache/`` (a rename: a reader never sees half an entry) and marks the pair done.
@@ -75,6 +75,8 @@ from tpucost.method.measure import compile_fn
 
 __all__ = ["AHEAD", "unavailable", "Precompiler", "start", "serve", "main"]
 
+#: The checkout that holds lab/ (not installed): the worker process imports lab from it.
+_CHECKOUT = str(Path(__file__).resolve().parents[1])
 #: How many pairs past the one being measured the worker compiles at most.
 AHEAD = 4
 #: The persistent cache settings `start` changes in the measuring process (and `stop` restores).
@@ -260,11 +262,13 @@ def start(keys: Sequence[str], ahead: int = AHEAD) -> Precompiler | None:
     compilation_cache.reset_cache()  # the cache is looked up again at the next compile
     with open(root / "worker.jsonl", "wb") as out, open(root / "worker.err", "wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tpucost.experiments.data.precompile", str(root)],
+            [sys.executable, "-m", "lab.precompile", str(root)],
             stdin=subprocess.PIPE,
             stdout=out,
             stderr=err,
-            env=device.cpu_only_env(),
+            env=device.cpu_only_env(
+                {"PYTHONPATH": os.pathsep.join(filter(None, (_CHECKOUT, os.environ.get("PYTHONPATH"))))}
+            ),
         )
     return Precompiler(keys, root, process, saved)
 
@@ -422,7 +426,7 @@ def serve(root: Path, inbox: _Inbox | None = None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m tpucost.experiments.data.precompile FOLDER``: run `serve` (started by `start`)."""
+    """``python -m lab.precompile FOLDER``: run `serve` (started by `start`)."""
     parser = argparse.ArgumentParser(description="tpucost's precompile worker (started by precompile.start)")
     parser.add_argument("folder", type=Path)
     serve(parser.parse_args(argv).folder)

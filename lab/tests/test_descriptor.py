@@ -6,13 +6,13 @@ import dataclasses
 import json
 import math
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lab import descriptor
 from lab.cli import main
-from tpucost.method import descriptor, device
-from tpucost.method.analytical import DeviceRoofline
-from tpucost.method.descriptor import (
+from lab.descriptor import (
     DESCRIPTOR_FILE,
     FEATURE_NAMES,
     DeviceDescriptor,
@@ -22,6 +22,7 @@ from tpucost.method.descriptor import (
     working_sets,
     write_descriptor,
 )
+from tpucost.method import device
 
 pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab): CostModel.load measures it
 
@@ -185,13 +186,13 @@ def test_the_cache_is_kept_per_device_id(monkeypatch, tmp_path):
 
 def test_roofline_takes_the_measured_peaks():
     desc = example()
-    roofline = DeviceRoofline.from_descriptor(desc)
+    roofline = descriptor.roofline(desc)
     assert roofline.peak_flops == desc.peak_f32_flops
     assert roofline.peak_transcendentals == desc.transcendentals_per_s
     assert roofline.bandwidth_bytes_per_s == desc.bandwidth_bytes_per_s["DRAM"]
     assert roofline.launch_overhead_ns == desc.dispatch_ns
     with pytest.raises(ValueError, match="transcendentals_per_s"):
-        DeviceRoofline.from_descriptor(example(transcendentals_per_s=0.0))
+        descriptor.roofline(example(transcendentals_per_s=0.0))
 
 
 def test_describe_command_pins_first_and_prints_json(monkeypatch, capsys, tmp_path):
@@ -221,3 +222,18 @@ def test_a_real_measurement_is_positive_and_ordered():
     assert measured[first_level] >= measured["DRAM"], desc.bandwidth_bytes_per_s
     assert np.all(np.isfinite(desc.features()))
     assert DeviceDescriptor.from_dict(desc.to_dict()) == desc
+
+
+def test_a_benchmark_fills_its_time_share_with_more_runs():
+    calls = []
+    x = jnp.ones(4)
+
+    def fn(a):
+        calls.append(1)
+        return a
+
+    assert descriptor._best_time_s(fn, (x,), share_s=0.0, min_runs=3, warmup=1) > 0
+    assert len(calls) == 1 + 3  # a warm-up and the minimum runs, no share
+    calls.clear()
+    descriptor._best_time_s(fn, (x,), share_s=0.05, min_runs=3, warmup=0)
+    assert len(calls) > 3  # runs went on for the share

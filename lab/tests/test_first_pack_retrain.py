@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from lab import packs
 from tpucost.experiments import kernel_experiments
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.experiments.data import kernel_collection, packs
-from tpucost.files import bundled_dir
+from tpucost.experiments.data import kernel_collection
 
-ROOT = Path(__file__).resolve().parents[1]
-PENDING = bundled_dir() / packs.PENDING_DIR / "be3048b01916"
+ROOT = Path(__file__).resolve().parents[2]
+PENDING = packs.PENDING_DIR / "be3048b01916"
 CHECKPOINTS = PENDING / "checkpoints"
 QUOTED = ROOT / "docs" / "results" / "first_pack_retrain.json"
 PARTS = ("structure_novel", "unseen", "by_others", "all_test_program_kernels")

@@ -12,7 +12,7 @@ file                  what it holds
 ``device.json``       the device fingerprint (`tpucost.method.device.fingerprint`; its ``id``
                       names the pack)
 ``noise.json``        the noise floor (``python -m tpucost data noise``), see below
-``descriptor.json``   the device descriptor (`tpucost.method.descriptor`); optional until measured
+``descriptor.json``   the device descriptor (`lab.descriptor`); optional until measured
 ``pack.json``         optional: the counts below, cached so that listing skips loading the kernels
 ====================  ===========================================================================
 
@@ -33,9 +33,9 @@ The first pack is the bundled data set ``tpucost/bundled/kernels_cpu/`` (it keep
 later ones are bundled as ``tpucost/bundled/packs/<device_id>/`` (`bundled_packs`).
 ``python -m lab data packs [--json]`` lists them (`list_packs`). A device has one pack
 (`check_one_pack_per_device`). Measurements that are to join a device's existing pack when it is
-next rebuilt (its models retrained with it) are collected in ``tpucost/bundled/pending/<device_id>/``
+next rebuilt (its models retrained with it) are collected in ``lab/pending/<device_id>/``
 (`PENDING_DIR`): in the repository, committed as they are measured, but not a pack (not listed,
-not read by any model) and not in the wheel.
+not read by any model) and, like all of the lab, not in the wheel.
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from lab.descriptor import DESCRIPTOR_FILE, read_descriptor
 from tpucost.experiments.data import collection
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.programs.families import WRITTEN_BY_OTHERS
 from tpucost.files import bundled_dir, read_json_object, write_json_atomic
-from tpucost.method.descriptor import DESCRIPTOR_FILE, read_descriptor
 
 __all__ = [
     "NoiseGate",
@@ -80,8 +80,8 @@ __all__ = [
 
 #: Folder under `tpucost.files.bundled_dir()` of the packs after the first: ``packs/<device_id>/``.
 PACKS_DIR = "packs"
-#: Folder under `tpucost.files.bundled_dir()` of measurements waiting to join a device's pack.
-PENDING_DIR = "pending"
+#: The folder of measurements waiting to join a device's pack (``lab/pending/<device_id>/``).
+PENDING_DIR = Path(__file__).resolve().parent / "pending"
 #: The cached counts of a pack (`write_pack_file`).
 PACK_FILE = "pack.json"
 #: The entries of a start-and-end ``noise.json``, in the order they are measured.
@@ -371,7 +371,7 @@ def _device(folder: Path, schema_device_id: str | None) -> dict[str, Any]:
 
 
 def _has_descriptor(folder: Path, device_id: str) -> bool:
-    """Whether the pack has a descriptor (`tpucost.method.descriptor.read_descriptor` validates it)
+    """Whether the pack has a descriptor (`lab.descriptor.read_descriptor` validates it)
     of its own device; ValueError naming the file and field otherwise."""
     path = folder / DESCRIPTOR_FILE
     if not path.exists():

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from lab import descriptor
 from tpucost.experiments.data import collection
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.method import descriptor
 from tpucost.method.correction import kernel_class
 
 #: (device id, compute scale, memory scale) of the fake devices.

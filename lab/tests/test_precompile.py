@@ -1,4 +1,4 @@
-"""Tests of tpucost.experiments.data.precompile: a worker on the spare core compiles the next pairs
+"""Tests of lab.precompile: a worker on the spare core compiles the next pairs
 into JAX's persistent cache, and the measuring process (pinned to one core) loads them.
 
 The measuring process must be pinned before JAX starts, so the measuring side runs in a fresh
@@ -18,7 +18,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from tpucost.experiments.data import precompile
+from lab import precompile
 from tpucost.method import device
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the worker runs on XLA:CPU only")
@@ -33,7 +33,7 @@ import json, sys, time
 from pathlib import Path
 from tpucost.method import device
 pin = device.pin_to_one_core()
-from tpucost.experiments.data import precompile
+from lab import precompile
 from tpucost.experiments.programs import program_from_id
 from tpucost.method.measure import compile_fn, measure_kernels
 keys = json.loads(sys.argv[2])
@@ -65,7 +65,7 @@ ORPHAN = """
 import json, sys, time
 from tpucost.method import device
 device.pin_to_one_core()
-from tpucost.experiments.data import precompile
+from lab import precompile
 worker = precompile.start(json.loads(sys.argv[1]), ahead=1)
 print(worker.root, flush=True)
 time.sleep(600)

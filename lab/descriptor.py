@@ -50,7 +50,8 @@ import numpy as np
 
 from tpucost.files import cache_dir, read_json_object, write_json_atomic
 from tpucost.method import device
-from tpucost.method.measure import best_wall_time_ns
+from tpucost.method.analytical import DeviceRoofline
+from tpucost.method.measure import wall_time_ns
 
 __all__ = [
     "DESCRIPTOR_FILE",
@@ -66,8 +67,11 @@ __all__ = [
     "read_descriptor",
     "write_descriptor",
     "descriptor_table",
+    "roofline",
 ]
 
+#: The most runs one micro-benchmark makes to fill its time share (`_best_time_s`).
+MAX_SHARE_RUNS = 10_000
 #: The descriptor's file name inside a device pack folder.
 DESCRIPTOR_FILE = "descriptor.json"
 #: The version of the descriptor's JSON; a cached file of another version is measured again.
@@ -323,8 +327,16 @@ class _Budget:
 def _best_time_s(
     fn: Callable, args: Sequence[Any], share_s: float, min_runs: int = 3, warmup: int = 1
 ) -> float:
-    """Minimum wall time (s) of ``fn(*args)`` over runs for ``share_s`` seconds (at least ``min_runs``)."""
-    return 1e-9 * best_wall_time_ns(fn, args, repeats=min_runs, warmup=warmup, share_s=share_s)
+    """Minimum wall time (s) of ``fn(*args)`` over runs for ``share_s`` seconds (at least ``min_runs``,
+    at most `MAX_SHARE_RUNS`), after ``warmup`` untimed runs."""
+    if warmup:
+        wall_time_ns(fn, *args, repeats=warmup)
+    start = time.perf_counter()
+    best, runs = min(wall_time_ns(fn, *args, repeats=min_runs)), min_runs
+    while time.perf_counter() - start < share_s and runs < MAX_SHARE_RUNS:
+        best = min(best, wall_time_ns(fn, *args, repeats=1)[0])
+        runs += 1
+    return 1e-9 * float(best)
 
 
 def _peak_rate(
@@ -527,3 +539,29 @@ def descriptor_table(desc: DeviceDescriptor) -> str:
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def roofline(desc: DeviceDescriptor) -> DeviceRoofline:
+    """The analytical model's roofline (`tpucost.method.analytical.DeviceRoofline`) of a measured
+    descriptor: its f32 matmul peak, exp throughput, DRAM bandwidth and dispatch overhead
+    (``profiled_launch_ns`` 0: unknown).
+
+    Raises:
+        ValueError: one of those throughputs was not measured (not a positive number).
+    """
+    peaks = {
+        "peak_f32_flops": desc.peak_f32_flops,
+        "transcendentals_per_s": desc.transcendentals_per_s,
+        "bandwidth_bytes_per_s['DRAM']": desc.bandwidth_bytes_per_s.get("DRAM"),
+    }
+    for name, value in peaks.items():
+        if value is None or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"descriptor of {desc.device_id}: {name} = {value!r}, need a positive number")
+    return DeviceRoofline(
+        peak_flops=float(desc.peak_f32_flops),
+        peak_transcendentals=float(desc.transcendentals_per_s),
+        bandwidth_bytes_per_s=float(desc.bandwidth_bytes_per_s["DRAM"]),
+        launch_overhead_ns=float(desc.dispatch_ns),
+        backend=desc.backend,
+        device_kind=desc.device_kind,
+    )

@@ -48,6 +48,16 @@ from typing import Any
 
 import numpy as np
 
+from lab.device_cost_model import DeviceCostModel
+from lab.device_models import (
+    DESCRIPTORS_EXTRA,
+    DISPATCH_EXTRA,
+    DeviceKernelModel,
+    DeviceKernelTask,
+    load_model,
+    predict,
+    reads_device,
+)
 from tpucost.experiments.calibration import CALIBRATION_SEED, fit_correction, training_kernel_hashes
 from tpucost.experiments.data import collection, kernel_collection
 from tpucost.experiments.data import kernel as kernel_data
@@ -57,15 +67,7 @@ from tpucost.method import baselines, checkpoint, device, metrics, train
 from tpucost.method.correction import kernel_class
 from tpucost.method.costmodel import CostModel
 from tpucost.method.features import KernelGraph
-from tpucost.method.tasks.kernel import (
-    DESCRIPTORS_EXTRA,
-    DISPATCH_EXTRA,
-    KernelModel,
-    KernelTask,
-    default_model_dir,
-    load_model,
-    predict,
-)
+from tpucost.method.tasks.kernel import KernelModel, KernelTask, default_model_dir
 
 __all__ = [
     "NETWORKS",
@@ -275,7 +277,7 @@ def validation_kernels(families: np.ndarray, seed: int) -> np.ndarray:
 
 
 def fine_tune(
-    net: KernelModel,
+    net: KernelModel | DeviceKernelModel,
     dataset: KernelDataset,
     kernels: np.ndarray,
     *,
@@ -305,16 +307,12 @@ def fine_tune(
         learning_rate=learning_rate,
         seed=seed,
     )
-    rows = None
-    if net.reads_device:
+    task = KernelTask(dataset, net.norm, tune.model.kind == "lstm")
+    if reads_device(net):
         rows = np.broadcast_to(np.asarray(device_features, np.float64), (len(dataset), len(device_features)))
-    task = KernelTask(
-        dataset,
-        net.norm,
-        tune.model.kind == "lstm",
-        device=rows,
-        device_norm=net.device_norm if net.reads_device else None,
-    )
+        task = DeviceKernelTask(
+            dataset, net.norm, task.with_sequences, device=rows, device_norm=net.device_norm
+        )
     kernels = np.asarray(kernels, np.int64)
     held = validation_kernels(dataset.family[kernels], seed)
     fit = kernels if held.all() else kernels[~held]
@@ -338,7 +336,7 @@ def _scores(pred: np.ndarray, true: np.ndarray, programs: np.ndarray) -> dict[st
 def _predictions(
     model: CostModel,
     tuned: Any,
-    net: KernelModel,
+    net: KernelModel | DeviceKernelModel,
     ds: KernelDataset,
     split: FamilySplit,
 ) -> dict[str, np.ndarray]:
@@ -347,12 +345,12 @@ def _predictions(
     graphs: list[KernelGraph] = [ds.graph(int(k)) for k in kernels]
     adapt_graphs = [ds.graph(int(k)) for k in split.adaptation]
     measured = ds.runtime_ns[split.adaptation]
-    features = model.descriptor.features() if net.reads_device else None
+    features = model.descriptor.features() if reads_device(net) else None
     before = model.predict_uncorrected(graphs)
     correction = fit_correction(
         model.predict_uncorrected(adapt_graphs), measured, [kernel_class(g) for g in adapt_graphs]
     )
-    tuned_log = predict(tuned, net.norm, graphs, device=features, device_norm=net.device_norm)
+    tuned_log = predict(tuned, net.norm, graphs, features, net.device_norm if reads_device(net) else None)
     per_kernel = {
         "before": before,
         "fine-tuned": np.exp(tuned_log),
@@ -363,7 +361,7 @@ def _predictions(
 
 
 def _checkpoint_extra(
-    net: KernelModel,
+    net: KernelModel | DeviceKernelModel,
     model: CostModel,
     result: train.TrainResult,
     here: dict[str, Any],
@@ -378,7 +376,7 @@ def _checkpoint_extra(
         "best_val_loss": result.best_val_loss,
         "history": result.history,
     }
-    if net.reads_device:
+    if reads_device(net):
         saved = dict((net.meta.get("extra") or {}).get(DESCRIPTORS_EXTRA) or {})
         extra[DESCRIPTORS_EXTRA] = {**saved, here["id"]: model.descriptor.to_dict()}
         extra[DISPATCH_EXTRA] = {here["id"]: dispatch}
@@ -427,8 +425,8 @@ def adapt(
     out = Path(out_dir)
     if (out / method).resolve() == (root / method).resolve():
         raise ValueError(f"out_dir {out} is the model's own folder: the fine-tuned model would replace it")
-    model = CostModel.load(root, method, calibrated=False)
     net = load_model(root / method)
+    model = (DeviceCostModel if reads_device(net) else CostModel).load(root, method, calibrated=False)
     measured = measure_adaptation_set(out / MEASUREMENTS_DIR, config, progress)
     ds = measured.dataset
     adapt_on, score_on = split_families(ds.source_family.astype(str), config.scoring_fraction, config.seed)
@@ -440,7 +438,7 @@ def adapt(
         )
     here = device.fingerprint()
     dispatch = kernel_collection.dispatch_ns_per_kernel(measured.runs)
-    features = model.descriptor.features() if net.reads_device else None
+    features = model.descriptor.features() if reads_device(net) else None
     start = time.perf_counter()
     result = fine_tune(
         net,

@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 from conftest import pretend_another_machine
 
-from lab import cli, pack_collection
+from lab import cli, descriptor, pack_collection, packs
 from tpucost import files
-from tpucost.experiments.data import collection, kernel_collection, packs
+from tpucost.experiments.data import collection, kernel_collection
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.experiments.programs import FAMILIES, parse_program_id, program_ids
-from tpucost.method import descriptor, device, features
+from tpucost.method import device, features
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _stat_line(busy: int, idle: int, steal: int) -> str:

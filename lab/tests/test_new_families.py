@@ -1,5 +1,5 @@
 """Tests of scoring a model on families its training data never ran
-(`tpucost.experiments.new_families`, ``python -m tpucost evaluate --new-families DIR``).
+(`lab.new_families`, ``python -m lab new-families DIR``).
 
 The data sets are a few hundred kernels of the bundled data set (`device_packs.small_subset`), cut
 by family: the model's training data holds the kernels that only ``mlp`` programs ran, the new
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from device_packs import small_subset
 
-from tpucost import cli
-from tpucost.experiments import kernel_experiments, new_families, results
+from lab import cli, new_families, packs
+from lab.tests.device_packs import small_subset
+from tpucost.experiments import kernel_experiments
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.method import checkpoint, features, metrics
 from tpucost.method.tasks.kernel import load_method
@@ -166,8 +166,15 @@ def test_the_command_prints_the_table_and_judges_against_the_heuristics(cut, cap
     (root / "new" / kernel_data.NOISE_FILE).write_text(
         json.dumps({"median_rel_ge5us": 0.03, "p90_rel_ge5us": 0.2, "n_ge5us": 40})
     )
-    args = ["evaluate", "--model", str(root / "models"), "--data", str(root / "training")]
-    args += ["--new-families", str(root / "new"), "--methods", "constant"]
+    args = [
+        "new-families",
+        str(root / "new"),
+        "--model",
+        str(root / "models"),
+        "--data",
+        str(root / "training"),
+    ]
+    args += ["--methods", "constant"]
     assert cli.main(args) == 0
     text = capsys.readouterr().out
     assert "programs of 2 families the model never trained on" in text
@@ -177,7 +184,7 @@ def test_the_command_prints_the_table_and_judges_against_the_heuristics(cut, cap
     assert cli.main([*args, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["noise"]["median_rel_ge5us"] == 0.03 and set(result["methods"]) == set(BASELINES)
-    assert cli.main([*args[:-4], "--new-families", str(root / "training")]) == 2
+    assert cli.main(["new-families", str(root / "training"), *args[2:]]) == 2
     assert "error: data set" in capsys.readouterr().err
 
 
@@ -202,17 +209,17 @@ def test_the_table_says_whether_a_learned_model_beats_the_best_heuristic(gnn, ve
         "noise": None,
         "methods": {"gnn": method(gnn), "analytical": method(70.0), "constant": method(50.0)},
     }
-    text = results.new_families_table(result)
+    text = new_families.new_families_table(result)
     assert "no noise floor recorded" in text
     assert (
         f"gnn, structure-novel rows: median APE {gnn:.1f}%, {verdict} the best heuristic's (constant, 50.0%)."
         in text
     )
-    assert text.count("best heuristic") == len(results.NEW_FAMILY_COLUMNS)
+    assert text.count("best heuristic") == len(new_families.NEW_FAMILY_COLUMNS)
 
 
-PENDING = Path(__file__).resolve().parents[1] / "tpucost" / "bundled" / "pending" / "be3048b01916"
-QUOTED = Path(__file__).resolve().parents[1] / "docs" / "results" / "new_families.json"
+PENDING = packs.PENDING_DIR / "be3048b01916"
+QUOTED = Path(__file__).resolve().parents[2] / "docs" / "results" / "new_families.json"
 
 
 @pytest.mark.slow

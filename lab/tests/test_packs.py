@@ -1,4 +1,4 @@
-"""Tests of tpucost.experiments.data.packs: the device packs, their counts, the noise gate and ``data packs``."""
+"""Tests of lab.packs: the device packs, their counts, the noise gate and ``data packs``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab import cli
+from lab import cli, descriptor, packs
 from tpucost import files
 from tpucost.experiments.data import kernel as kernel_data
-from tpucost.experiments.data import packs
-from tpucost.method import descriptor, features
+from tpucost.method import features
 from tpucost.method.features import KernelGraph
 
 #: The first pack's device: the host that measured the bundled kernels_cpu (its device.json).
