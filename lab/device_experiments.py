@@ -65,8 +65,8 @@ from tpucost.method.splits import random_parts
 from tpucost.method.tasks.kernel import (
     DESCRIPTORS_EXTRA,
     DISPATCH_EXTRA,
-    KernelModel,
     KernelTask,
+    TrainedModel,
     load_model,
     predict,
 )
@@ -127,7 +127,7 @@ def read_pack(folder: str | os.PathLike) -> DevicePack:
             "(`tpucost.method.descriptor`) before training a model that reads the device"
         )
     descriptor = read_descriptor(path)
-    dataset = kernel_data.load_kernel_dataset(folder)
+    dataset = kernel_data.load_dataset(folder)
     data_id = (dataset.device or {}).get("id")
     if data_id is not None and data_id != descriptor.device_id:
         raise ValueError(
@@ -291,7 +291,7 @@ def _validation_split(dataset: KernelDataset, fraction: float, seed: int) -> tup
 
 def _trained_model(
     others: Sequence[DevicePack], config: lodo.LodoConfig, folder: Path, progress: bool
-) -> KernelModel:
+) -> TrainedModel:
     """The model trained on the packs ``others`` (loaded when ``folder/gnn`` holds it; a killed
     training resumes from ``folder/gnn-training``)."""
     saved = folder / MODEL_DIR
@@ -333,7 +333,7 @@ def _roofline_zero_shot(others: Sequence[DevicePack], held: DevicePack) -> analy
 
 
 def _adapted_methods(
-    net: KernelModel,
+    net: TrainedModel,
     held: DevicePack,
     kernels: np.ndarray,
     evaluation: HeldOutRows,

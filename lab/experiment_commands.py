@@ -55,7 +55,7 @@ def cmd_tile_leave_family_out(args: argparse.Namespace) -> int:
     try:
         ds = tile_dataset(args)
         config = tile_task.train_config(ds, epochs=args.epochs) if args.epochs else None
-        summary = tile_experiments.leave_family_out(
+        summary = tile_experiments.leave_group_out(
             ds, args.out, args.losses, config=config, progress=not args.no_progress
         )
     except (FileNotFoundError, ValueError) as err:

@@ -60,8 +60,8 @@ from tpucost.method.features import KernelGraph
 from tpucost.method.tasks.kernel import (
     DESCRIPTORS_EXTRA,
     DISPATCH_EXTRA,
-    KernelModel,
     KernelTask,
+    TrainedModel,
     default_model_dir,
     load_model,
     predict,
@@ -275,7 +275,7 @@ def validation_kernels(families: np.ndarray, seed: int) -> np.ndarray:
 
 
 def fine_tune(
-    net: KernelModel,
+    net: TrainedModel,
     dataset: KernelDataset,
     kernels: np.ndarray,
     *,
@@ -338,7 +338,7 @@ def _scores(pred: np.ndarray, true: np.ndarray, programs: np.ndarray) -> dict[st
 def _predictions(
     model: CostModel,
     tuned: Any,
-    net: KernelModel,
+    net: TrainedModel,
     ds: KernelDataset,
     split: FamilySplit,
 ) -> dict[str, np.ndarray]:
@@ -363,7 +363,7 @@ def _predictions(
 
 
 def _checkpoint_extra(
-    net: KernelModel,
+    net: TrainedModel,
     model: CostModel,
     result: train.TrainResult,
     here: dict[str, Any],

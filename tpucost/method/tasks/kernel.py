@@ -39,9 +39,11 @@ from flax import nnx
 from tpucost.method import analytical, baselines, checkpoint, features, losses, train
 from tpucost.method.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.method.models import DEFAULT_LENGTH_BUCKETS, ModelConfig, sequence_index
+from tpucost.method.splits import Split
 
 __all__ = [
-    "LOSS",
+    "LOSSES",
+    "DEFAULT_LOSS",
     "METHODS",
     "DESCRIPTORS_EXTRA",
     "DISPATCH_EXTRA",
@@ -53,16 +55,20 @@ __all__ = [
     "KernelData",
     "KernelTask",
     "length_grouped_order",
-    "KernelModel",
+    "TrainedModel",
     "SavedMethod",
     "predict",
     "default_model_dir",
     "load_model",
+    "load_trained",
+    "train_model",
     "load_method",
 ]
 
 #: The kernel task's loss, a name in `tpucost.method.losses.LOSSES`: squared error on standardised log runtime.
-LOSS = "mse"
+DEFAULT_LOSS = "mse"
+#: Losses a kernel model can be trained with: only `DEFAULT_LOSS` (the tile task has several).
+LOSSES: tuple[str, ...] = (DEFAULT_LOSS,)
 #: The methods of an experiment folder, in table order: gnn, lstm, analytical, constant.
 METHODS: tuple[str, ...] = ("gnn", "lstm", "analytical", "constant")
 #: An experiment folder's analytical model.
@@ -401,7 +407,7 @@ class KernelTask:
     def loss(
         self, model: nnx.Module, batch: KernelBatch, dropout_key: jax.Array | None
     ) -> tuple[jax.Array, jax.Array]:
-        """Sum of squared errors on standardised log runtime (the registered loss `LOSS`, each
+        """Sum of squared errors on standardised log runtime (the registered loss `DEFAULT_LOSS`, each
         kernel a list of one), and the number of real kernels."""
         pred = model(
             batch.graph,
@@ -411,7 +417,9 @@ class KernelTask:
             dropout_key=dropout_key,
             **_device_input(batch),
         )
-        per_kernel = losses.get(LOSS)(pred[:, None], batch.graph.globals, where=batch.graph_mask[:, None])
+        per_kernel = losses.get(DEFAULT_LOSS)(
+            pred[:, None], batch.graph.globals, where=batch.graph_mask[:, None]
+        )
         return jnp.sum(jnp.where(batch.graph_mask, per_kernel, 0.0)), batch.graph_mask.sum()
 
     def metadata(self) -> dict[str, Any]:
@@ -421,6 +429,22 @@ class KernelTask:
         if self.device_norm is not None:
             meta["device_norm"] = self.device_norm.to_dict()
         return meta
+
+
+def train_model(
+    dataset: KernelData,
+    split: Split,
+    workdir: str | os.PathLike | None,
+    config: train.TrainConfig | None = None,
+    *,
+    progress: bool = True,
+) -> train.TrainResult:
+    """Train one kernel network (``config.model.kind``: the GNN by default) on ``split.train``, early
+    stopping on ``split.val``; its best model is ``workdir/best`` (`load_model` reads it), and a killed
+    run resumes from ``workdir`` (None: kept in memory only). The tile task's `train_model` has the same shape."""
+    config = config or train.TrainConfig()
+    task = KernelTask.fit(dataset, split.train, config.model)
+    return train.train_and_evaluate(task, config, split.train, split.val, workdir=workdir, progress=progress)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,8 +535,9 @@ def default_model_dir(split: str = "random") -> Path:
     return checkpoint.bundled_checkpoints_dir() / f"kernel-{split}"
 
 
-class KernelModel(NamedTuple):
-    """A loaded kernel-task checkpoint: the model, its target norm, its config and all its metadata.
+class TrainedModel(NamedTuple):
+    """A loaded checkpoint of either task (`load_model` here and in `tpucost.method.tasks.tile`):
+    the model, its target norm, its config and all its metadata.
 
     ``config`` is the `tpucost.method.train.TrainConfig` when one was saved, else the `ModelConfig`.
     """
@@ -536,18 +561,40 @@ class KernelModel(NamedTuple):
 
 
 def load_model(
-    path_dir: str | os.PathLike, spec: FeatureSpec = TPUCOST_FEATURES, spec_of: str = "tpucost's featurize"
-) -> KernelModel:
-    """Load a kernel-task checkpoint folder (`tpucost.method.checkpoint.load`) trained on feature spec ``spec``.
+    path: str | os.PathLike | None = None,
+    spec: FeatureSpec | None = TPUCOST_FEATURES,
+    spec_of: str = "tpucost's featurize",
+) -> TrainedModel:
+    """Load a kernel model -> `TrainedModel` (model, target norm, config, metadata), trained on
+    feature spec ``spec`` (None: any).
+
+    ``path`` is a checkpoint folder or an experiment folder (its ``gnn/``); default: the bundled
+    random-split GNN (`default_model_dir`). The same record as the tile task's `load_model`.
 
     Raises:
       ValueError: a file or field is missing or corrupt (one line naming the file), the folder
         holds another task's model, or the model was trained on another feature spec.
     """
-    saved = checkpoint.load(path_dir, spec, spec_of=spec_of)
-    cfg_file = Path(path_dir) / checkpoint.CONFIG_FILE
-    if saved.task != "kernel":
-        raise ValueError(f"checkpoint {cfg_file}: a {saved.task!r} task model, not a kernel one")
+    path = Path(path or default_model_dir())
+    if (path / "gnn").is_dir():  # an experiment folder: its GNN
+        path = path / "gnn"
+    return load_trained(path, "kernel", spec, spec_of)
+
+
+def load_trained(
+    path: str | os.PathLike, task: str, spec: FeatureSpec | None = None, spec_of: str = "the data"
+) -> TrainedModel:
+    """The checkpoint folder ``path`` (`tpucost.method.checkpoint.load`) of a ``task`` model
+    (``"kernel"`` or ``"tile"``) with its target norm and training config: both tasks' `load_model`.
+
+    Raises:
+      ValueError: a file or field is missing or corrupt (one line naming the file), the folder
+        holds another task's model, or the model was trained on another feature spec than ``spec``.
+    """
+    saved = checkpoint.load(path, spec, spec_of=spec_of)
+    cfg_file = Path(path) / checkpoint.CONFIG_FILE
+    if saved.task != task:
+        raise ValueError(f"checkpoint {cfg_file}: a {saved.task!r} task model, not a {task} model")
     if "norm" not in saved.meta:
         raise ValueError(f"checkpoint {cfg_file} is missing field 'norm'")
     try:
@@ -556,7 +603,7 @@ def load_model(
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"checkpoint {cfg_file}: field 'norm' or 'train': {err}") from err
     _check_device_norm(cfg_file, saved)
-    return KernelModel(saved.model, norm, config, saved.meta)
+    return TrainedModel(saved.model, norm, config, saved.meta)
 
 
 def _check_device_norm(cfg_file: Path, saved: checkpoint.SavedModel) -> None:
