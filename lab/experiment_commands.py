@@ -56,7 +56,7 @@ def cmd_tile_leave_family_out(args: argparse.Namespace) -> int:
         ds = tile_dataset(args)
         config = tile_task.train_config(ds, epochs=args.epochs) if args.epochs else None
         summary = tile_experiments.leave_group_out(
-            ds, args.out, args.losses, config=config, progress=not args.no_progress
+            ds, args.out, config, args.losses, progress=not args.no_progress
         )
     except (FileNotFoundError, ValueError) as err:
         return fail(err)

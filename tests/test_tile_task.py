@@ -429,7 +429,7 @@ def test_cli_data_overhead_reports_a_share_per_problem_measured_here(dataset, tm
 def test_leave_family_out_holds_each_family_out_scores_like_table_3_and_resumes(tmp_path, monkeypatch):
     ds = _dataset({**SHAPES, "reduce": [(64, 512), (128, 256), (32, 1024), (64, 256)]})
     config = dataclasses.replace(_config(ds), epochs=1)
-    summary = tile_experiments.leave_group_out(ds, tmp_path, ["hinge"], config=config, progress=False)
+    summary = tile_experiments.leave_group_out(ds, tmp_path, config, ["hinge"], progress=False)
     families = summary["families"]
     assert list(families) == ["matmul", "reduce", "softmax"]
     for family, rows in families.items():
@@ -452,7 +452,7 @@ def test_leave_family_out_holds_each_family_out_scores_like_table_3_and_resumes(
 
     # Resumed: the finished families are read back, nothing is trained again.
     monkeypatch.setattr(tile_task, "train_model", lambda *a, **k: pytest.fail("trained again"))
-    again = tile_experiments.leave_group_out(ds, tmp_path, ["hinge"], config=config, progress=False)
+    again = tile_experiments.leave_group_out(ds, tmp_path, config, ["hinge"], progress=False)
     assert again["mean"] == summary["mean"]
     with pytest.raises(ValueError, match="two others"):
         tile_experiments.family_split(_dataset(SHAPES), "matmul")

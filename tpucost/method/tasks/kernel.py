@@ -6,9 +6,10 @@ kernels (`TargetNorm`); the loss is the squared error on that target (`tpucost.m
 ``"mse"``), and `KernelTask` is what `tpucost.method.train.train_and_evaluate` trains. Batches are
 padded to buckets (`tpucost.method.features.pad_to_bucket`), so each bucket combination compiles once.
 
-`predict` runs a trained model on kernel graphs; `load_model` reads one checkpoint and
-`load_method` one method of an experiment folder (a network, the analytical model or the constant
-baseline) as a predictor, what `tpucost.method.costmodel.CostModel` serves. Training every method
+`train_model` trains one network on a split, `predict` runs a trained model on kernel graphs (log
+runtime), `load_model` reads one checkpoint (a `TrainedModel`, the record the tile task's
+`load_model` returns too) and `load_method` one method of an experiment folder (a network, the
+analytical model or the constant baseline) as a predictor, what `tpucost.method.costmodel.CostModel` serves. Training every method
 of a split and scoring it (Table 2) is `tpucost.experiments.kernel_experiments.train_models`.
 
 A model that reads the device (``ModelConfig.device_features`` D > 0) gets, with each kernel,
@@ -568,7 +569,8 @@ def load_model(
     """Load a kernel model -> `TrainedModel` (model, target norm, config, metadata), trained on
     feature spec ``spec`` (None: any).
 
-    ``path`` is a checkpoint folder or an experiment folder (its ``gnn/``); default: the bundled
+    ``path`` is a checkpoint folder, an experiment folder (its ``gnn/``) or a training workdir holding
+    ``best/`` (`train_model`); default: the bundled
     random-split GNN (`default_model_dir`). The same record as the tile task's `load_model`.
 
     Raises:
@@ -578,6 +580,8 @@ def load_model(
     path = Path(path or default_model_dir())
     if (path / "gnn").is_dir():  # an experiment folder: its GNN
         path = path / "gnn"
+    if (path / train.BEST_DIR).is_dir():  # a training workdir: its best model
+        path = path / train.BEST_DIR
     return load_trained(path, "kernel", spec, spec_of)
 
 
