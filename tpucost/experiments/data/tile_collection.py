@@ -31,6 +31,7 @@ from tpucost.experiments.data.tile import (
     PROVENANCE_FILE,
     TileDataset,
     TileProblem,
+    default_data_dir,
     from_problems,
     load_dataset,
     problem_key,
@@ -218,11 +219,12 @@ def collect(
     n_problems: int,
     seed: int = 0,
     shard: tuple[int, int] = (0, 1),
+    *,
     families: Sequence[str] | None = None,
-    max_configs: int | None = 24,
     repeats: int = 5,
     progress: bool = True,
     max_load: float | None = None,
+    max_configs: int | None = 24,
     dtypes: Sequence[str] = ("float32",),
     lowering: str | None = None,
 ) -> TileDataset:
@@ -294,15 +296,15 @@ def finalize(out_dir: str | os.PathLike) -> TileDataset:
     return _build_and_save(out, collection.read_log(out), dev, f"finalize({str(out)!r})", [out])
 
 
-def merge(dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> TileDataset:
-    """Join the collection folders ``dirs`` (shards of one device) into ``out_dir``.
+def merge(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> TileDataset:
+    """Join the collection folders ``folders`` (shards of one device) into ``out_dir``.
 
     Every folder must have a ``device.json`` naming the same device (ValueError naming two folders
     otherwise). ``out_dir`` gets their log lines (each distinct line once, folder order), the
     device, and the data set built from the merged log: a problem measured in several folders is
     taken from the first. Problems are stored in canonical order, so merged shards equal one run.
     """
-    roots = [Path(d) for d in dirs]
+    roots = [Path(d) for d in folders]
     if not roots:
         raise ValueError("merge needs at least one folder")
     for r in roots:
@@ -428,16 +430,21 @@ def sample_problems(n_problems: int, sample: int, seed: int) -> np.ndarray:
 
 
 def measure_noise(
-    out_dir: str | os.PathLike, sample: int = 20, seed: int = 0, repeats: int = 5, progress: bool = True
+    data_dir: str | os.PathLike | None = None,
+    sample: int = 20,
+    seed: int = 0,
+    repeats: int = 5,
+    progress: bool = True,
 ) -> dict[str, Any]:
-    """Measure ``sample`` problems of a collected folder a second time; write and return ``noise.json``.
+    """Measure ``sample`` problems of a collected folder (default: the bundled data) a second time; write
+    and return ``noise.json``.
 
     The noise floor of the ranking metrics: Kendall's tau and top-k slowdown of the first
     measurement used as a "model" of the second. No model can agree with a measurement much better
     than a second measurement does. Must run on the device that collected the folder, in the same
     label mode, on a quiet machine.
     """
-    out = Path(out_dir)
+    out = Path(data_dir) if data_dir is not None else default_data_dir()
     ds = load_dataset(out)
     fp = collection.require_device(ds.device, out / collection.DEVICE, "a noise floor")
     chosen = sample_problems(len(ds), sample, seed)
