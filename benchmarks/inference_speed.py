@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--programs", type=int, default=6)
     args = parser.parse_args()
     device.pin_to_one_core()  # the label mode: one kernel at a time on one core (before JAX starts)
-    ds = kernel_data.load_kernel_dataset()
+    ds = kernel_data.load_dataset()
     graphs = [ds.graph(i) for i in range(min(args.kernels, len(ds)))]
     measured, n_measured = measured_per_second(args.programs)
     print(

@@ -92,8 +92,8 @@ def main() -> None:
     from tpucost.experiments.data import kernel_collection
     from tpucost.experiments.programs import program_from_id
 
-    bundled = kernel_data.load_kernel_dataset()
-    pending = kernel_data.load_kernel_dataset(PENDING)
+    bundled = kernel_data.load_dataset()
+    pending = kernel_data.load_dataset(PENDING)
     shared = set(bundled.kernel_hash.tolist()) & set(pending.kernel_hash.tolist())
     stored_a = {
         h: float(t)

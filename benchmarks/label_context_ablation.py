@@ -39,7 +39,7 @@ def merged_first_pack(path: str | None) -> tuple[Path, kernel_data.KernelDataset
         out = Path(tempfile.mkdtemp(prefix="merged_first_pack_")) / "merged"
         print(f"merging {FIRST} and {PENDING} into {out}")
         return out, kernel_collection.merge([FIRST, PENDING], out)
-    return Path(path), kernel_data.load_kernel_dataset(path)
+    return Path(path), kernel_data.load_dataset(path)
 
 
 def main() -> None:
@@ -54,7 +54,7 @@ def main() -> None:
         parser.error("give both MERGED and OUT, or neither")
     merged_dir, merged = merged_first_pack(args.merged)
     out = Path(args.out) if args.out is not None else merged_dir.parent / f"without_{args.drop}"
-    first = kernel_data.load_kernel_dataset(FIRST)
+    first = kernel_data.load_dataset(FIRST)
     pending_only = ~np.isin(merged.kernel_hash, first.kernel_hash)
     small = merged.runtime_ns < SMALL_NS
     drop = pending_only & {"small": small, "large": ~small, "all": True}[args.drop]

@@ -56,7 +56,7 @@ def context_rows(
         return np.ones((len(ds), 1)), ["constant"]
     columns, names = [np.log(program_sizes(ds))], ["log_program_kernels"]
     if with_repeats:
-        first = kernel_data.load_kernel_dataset(FIRST)
+        first = kernel_data.load_dataset(FIRST)
         repeats = np.where(np.isin(ds.kernel_hash, first.kernel_hash), 20.0, 5.0)
         columns.append(np.log(repeats))
         names.append("log_repeats")

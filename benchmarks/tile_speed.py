@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--shapes", type=int, default=3, help=f"how many of {SHAPES} to use")
     args = parser.parse_args()
     device.pin_to_one_core()
-    model, _ = tile_task.load_model(args.model)
+    model = tile_task.load_model(args.model).model
     scored_s = measured_s = 0.0
     n_configs = 0
     for shape in SHAPES[: args.shapes]:

@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     device.pin_to_one_core()
-    ds = tile_data.load_tile_dataset()
+    ds = tile_data.load_dataset()
     known = {
         tuple(int(v) for v in s.split(",")) for f, s in zip(ds.family, ds.shape, strict=True) if f == "matmul"
     }

@@ -67,7 +67,7 @@ from tpucost.method import baselines, checkpoint, device, metrics, train
 from tpucost.method.correction import kernel_class
 from tpucost.method.costmodel import CostModel
 from tpucost.method.features import KernelGraph
-from tpucost.method.tasks.kernel import KernelModel, KernelTask, default_model_dir
+from tpucost.method.tasks.kernel import TrainedModel, KernelTask, default_model_dir
 
 __all__ = [
     "NETWORKS",
@@ -277,7 +277,7 @@ def validation_kernels(families: np.ndarray, seed: int) -> np.ndarray:
 
 
 def fine_tune(
-    net: KernelModel | DeviceKernelModel,
+    net: TrainedModel | DeviceKernelModel,
     dataset: KernelDataset,
     kernels: np.ndarray,
     *,
@@ -336,7 +336,7 @@ def _scores(pred: np.ndarray, true: np.ndarray, programs: np.ndarray) -> dict[st
 def _predictions(
     model: CostModel,
     tuned: Any,
-    net: KernelModel | DeviceKernelModel,
+    net: TrainedModel | DeviceKernelModel,
     ds: KernelDataset,
     split: FamilySplit,
 ) -> dict[str, np.ndarray]:
@@ -361,7 +361,7 @@ def _predictions(
 
 
 def _checkpoint_extra(
-    net: KernelModel | DeviceKernelModel,
+    net: TrainedModel | DeviceKernelModel,
     model: CostModel,
     result: train.TrainResult,
     here: dict[str, Any],

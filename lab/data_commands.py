@@ -182,7 +182,7 @@ def _kernel_opcodes(paths: list[str]) -> tuple[int, int, dict[str, int]]:
 
 def cmd_data_coverage(args: argparse.Namespace) -> int:
     try:
-        ds = kernel_data.load_kernel_dataset(args.dir)
+        ds = kernel_data.load_dataset(args.dir)
         train_part = np.arange(len(ds)) if args.split == "all" else kernel_data.split(ds, args.split).train
         coverage = kernel_data.opcode_coverage(ds, train_part)
         result: dict = {"split": args.split, "training_kernels": len(train_part), "opcodes": coverage}
@@ -227,7 +227,7 @@ def cmd_kernel_overlap(args: argparse.Namespace) -> int:
     configuration (compiled here, never run)."""
     try:
         tunable = load_tunable(args.program, "program")
-        ds = kernel_data.load_kernel_dataset(args.data)
+        ds = kernel_data.load_dataset(args.data)
     except (FileNotFoundError, ValueError) as err:
         return fail(err)
     config = tunable.space.default

@@ -128,7 +128,7 @@ def read_pack(folder: str | os.PathLike) -> DevicePack:
             "(`lab.descriptor`) before training a model that reads the device"
         )
     descriptor = read_descriptor(path)
-    dataset = kernel_data.load_kernel_dataset(folder)
+    dataset = kernel_data.load_dataset(folder)
     data_id = (dataset.device or {}).get("id")
     if data_id is not None and data_id != descriptor.device_id:
         raise ValueError(

@@ -36,7 +36,7 @@ from tpucost.method import checkpoint, losses
 from tpucost.method.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.method.models import GraphSAGE, LSTMBaseline, ModelConfig
 from tpucost.method.tasks import kernel as kernel_task
-from tpucost.method.tasks.kernel import KernelBatch, KernelModel, KernelTask, TargetNorm
+from tpucost.method.tasks.kernel import KernelBatch, TrainedModel, KernelTask, TargetNorm
 
 __all__ = [
     "DESCRIPTORS_EXTRA",
@@ -294,7 +294,7 @@ class DeviceKernelTask(KernelTask):
         pred = model(
             k.graph, k.node_mask, k.graph_mask, k.seq_index, dropout_key=dropout_key, device=batch.device
         )
-        per_kernel = losses.get(kernel_task.LOSS)(pred[:, None], k.graph.globals, where=k.graph_mask[:, None])
+        per_kernel = losses.get(kernel_task.DEFAULT_LOSS)(pred[:, None], k.graph.globals, where=k.graph_mask[:, None])
         return jnp.sum(jnp.where(k.graph_mask, per_kernel, 0.0)), k.graph_mask.sum()
 
     def metadata(self) -> dict[str, Any]:
@@ -308,7 +308,7 @@ class DeviceKernelTask(KernelTask):
 
 
 class DeviceKernelModel(NamedTuple):
-    """A loaded checkpoint of a model that reads the device: `KernelModel`'s fields and its norm."""
+    """A loaded checkpoint of a model that reads the device: `TrainedModel`'s fields and its norm."""
 
     model: nnx.Module
     norm: TargetNorm
@@ -317,16 +317,16 @@ class DeviceKernelModel(NamedTuple):
     device_norm: DeviceNorm
 
 
-def reads_device(net: KernelModel | DeviceKernelModel) -> bool:
+def reads_device(net: TrainedModel | DeviceKernelModel) -> bool:
     """Whether a loaded model (`load_model`) reads the device."""
     return isinstance(net, DeviceKernelModel)
 
 
 def load_model(
     path_dir: str | os.PathLike, spec: FeatureSpec = TPUCOST_FEATURES, spec_of: str = "tpucost's featurize"
-) -> KernelModel | DeviceKernelModel:
+) -> TrainedModel | DeviceKernelModel:
     """A kernel-task checkpoint: a `DeviceKernelModel` when its config.json holds ``"device_norm"``,
-    else `tpucost.method.tasks.kernel.load_model`'s `KernelModel`. ValueError naming the file."""
+    else `tpucost.method.tasks.kernel.load_model`'s `TrainedModel`. ValueError naming the file."""
     cfg_file = Path(path_dir) / checkpoint.CONFIG_FILE
     saved = read_json_object(cfg_file, "checkpoint") if cfg_file.is_file() else {}
     if "device_norm" not in saved:

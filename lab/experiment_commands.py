@@ -54,8 +54,8 @@ def cmd_tile_leave_family_out(args: argparse.Namespace) -> int:
     try:
         ds = tile_dataset(args)
         config = tile_task.train_config(ds, epochs=args.epochs) if args.epochs else None
-        summary = tile_experiments.leave_family_out(
-            ds, args.out, args.losses, config=config, progress=not args.no_progress
+        summary = tile_experiments.leave_group_out(
+            ds, args.out, config, args.losses, progress=not args.no_progress
         )
     except (FileNotFoundError, ValueError) as err:
         return fail(err)

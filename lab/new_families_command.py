@@ -21,8 +21,8 @@ def cmd_new_families(args: argparse.Namespace) -> int:
     try:
         result = new_families.evaluate_new_families(
             model_dir,
-            kernel_data.load_kernel_dataset(args.data),
-            kernel_data.load_kernel_dataset(args.dir),
+            kernel_data.load_dataset(args.data),
+            kernel_data.load_dataset(args.dir),
             args.methods,
         )
         noise = packs.read_noise(args.dir)

@@ -45,7 +45,7 @@ def kernel_overlap(
     ``fn(*args)``: its distinct kernels, how many of them ``dataset`` (default: the bundled one)
     holds, and how many its ``split``'s training part holds (`kernel_data.split`, seed 0: what
     the bundled ``kernel-<split>`` model trained on)."""
-    ds = kernel_data.load_kernel_dataset() if dataset is None else dataset
+    ds = kernel_data.load_dataset() if dataset is None else dataset
     hashes = set(program_kernel_hashes(fn, args, compiler_options))
     in_data = hashes & set(ds.kernel_hash.tolist())
     train = kernel_data.split(ds, split).train

@@ -210,7 +210,7 @@ class _PackRun:
         """Finalize, measure a noise floor (re-measured pairs in ``noise_runs/<stage>``) and store
         it as ``noise.json``'s ``start`` (``stage`` "start") or ``end``, with the pairs measured."""
         kernel_collection.finalize(self.out)
-        result = kernel_collection.noise_floor(
+        result = kernel_collection.remeasure_noise(
             self.out,
             self.noise_sample,
             0,

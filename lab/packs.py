@@ -301,7 +301,7 @@ def write_pack_file(folder: str | os.PathLike) -> Path:
     ``pack.json``, with the shards' sha256 and the families counted as written by others, so that
     `summarize_pack` reuses them only while both still hold. Returns the file's path."""
     folder = Path(folder)
-    counts = pack_counts(kernel_data.load_kernel_dataset(folder))
+    counts = pack_counts(kernel_data.load_dataset(folder))
     return write_json_atomic(
         folder / PACK_FILE,
         {
@@ -405,7 +405,7 @@ def summarize_pack(folder: str | os.PathLike, use_cache: bool = True) -> PackSum
     counts = _cached_counts(folder, schema.shards) if use_cache else None
     if counts is None:
         try:
-            counts = pack_counts(kernel_data.load_kernel_dataset(folder))
+            counts = pack_counts(kernel_data.load_dataset(folder))
         except FileNotFoundError as err:
             raise ValueError(str(err)) from err
     if counts["kernels"] != schema.kernels:

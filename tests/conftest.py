@@ -250,7 +250,7 @@ def bundled_kernels():
     """The bundled kernel data set, loaded once per test process (a few seconds); never modify it."""
     from tpucost.experiments.data import kernel as kernel_data
 
-    return kernel_data.load_kernel_dataset()
+    return kernel_data.load_dataset()
 
 
 @pytest.fixture(scope="session")
@@ -270,7 +270,7 @@ def tiny_kernels(tmp_path_factory):
             progress=False,
         )
 
-    return kernel_data.load_kernel_dataset(built_once(tmp_path_factory, "tiny-kernels", build))
+    return kernel_data.load_dataset(built_once(tmp_path_factory, "tiny-kernels", build))
 
 
 @pytest.fixture(scope="session")

@@ -248,7 +248,7 @@ def test_the_bundled_models_training_kernels_are_known():
     """Against what training saved in each checkpoint's evaluation.json (written when the models were
     trained, not recomputed here): its number of training kernels, of the others (validation and
     test), and, for the hard split, its test families, which share no kernel with training."""
-    ds = kernel_data.load_kernel_dataset()
+    ds = kernel_data.load_dataset()
     assert len(set(ds.kernel_hash.tolist())) == len(ds)  # one kernel per hash: counts compare as sets
     for split in kernel_data.SPLITS:
         model_dir = kernel_task.default_model_dir(split)

@@ -68,7 +68,7 @@ def reference_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def reference(reference_dir) -> kernel_data.KernelDataset:
     """The data set of that run."""
-    return kernel_data.load_kernel_dataset(reference_dir)
+    return kernel_data.load_dataset(reference_dir)
 
 
 def test_progress_counts_what_merge_keeps(reference_dir, reference, capsys):
@@ -163,7 +163,7 @@ def test_resume_after_kill(tmp_path, reference):
     pairs = [(e["program_id"], e["configuration"]) for e in log]
     assert len(pairs) == len(set(pairs)), "a pair was measured twice"
     assert done_before < set(pairs)
-    resumed = kernel_data.load_kernel_dataset(out)
+    resumed = kernel_data.load_dataset(out)
     assert set(resumed.program_id) == set(reference.program_id)
     assert _pairs(resumed) == _pairs(reference)
     assert set(resumed.kernel_hash) == set(reference.kernel_hash)
@@ -188,7 +188,7 @@ def test_merge_shards_equals_single_run(tmp_path, reference):
         )
         == 0
     )
-    merged = kernel_data.load_kernel_dataset(tmp_path / "merged")
+    merged = kernel_data.load_dataset(tmp_path / "merged")
     assert _pairs(merged) == _pairs(reference)
     assert list(merged.kernel_hash) == list(reference.kernel_hash)  # same order: parts sorted by name
     np.testing.assert_array_equal(merged.count, reference.count)
@@ -233,11 +233,11 @@ def test_noise_remeasures_a_sample(tmp_path):
         out, 2, 0, repeats=REPEATS, configurations=("default",), families=("mlp",), progress=False
     )
     result = kernel_collection.measure_noise(out, sample=6, seed=1, progress=False)
-    assert result["sampled"] == min(6, len(kernel_data.load_kernel_dataset(out)))
+    assert result["sampled"] == min(6, len(kernel_data.load_dataset(out)))
     assert result["matched"] >= 1 and result["median_rel"] >= 0 and result["p90_rel"] >= result["median_rel"]
     rows = result["rows"]
     assert all(r["stored_ns"] > 0 and r["remeasured_ns"] > 0 for r in rows)
-    s = kernel_data.stats(kernel_data.load_kernel_dataset(out))
+    s = kernel_data.stats(kernel_data.load_dataset(out))
     assert s["noise_median_rel"] == result["median_rel"] and s["noise_p90_rel"] == result["p90_rel"]
     # Each re-measured pair was logged: a rerun (e.g. after a kill) measures nothing again.
     runs = collection.read_log(out / kernel_collection.NOISE_RUNS)
@@ -276,7 +276,7 @@ def test_noise_compares_a_kernel_with_itself_in_the_same_pair(tmp_path, monkeypa
         return dataclasses.replace(part, table=table), {}
 
     monkeypatch.setattr(kernel_collection, "measure_program", reordered)
-    result = kernel_collection.noise_floor(out, 50, 0, REPEATS, False, runs_dir=tmp_path / "runs")
+    result = kernel_collection.remeasure_noise(out, 50, 0, REPEATS, False, runs_dir=tmp_path / "runs")
     assert result["comparison"] == kernel_collection.NOISE_COMPARISON and result["matched"] > 0
     assert [r["rel_diff"] for r in result["rows"]] == [0.0] * result["matched"]
 
@@ -352,7 +352,7 @@ def test_merge_refuses_folders_of_different_devices(tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Some Other CPU" in err and str(tmp_path / "here") in err
     assert lab_cli.main([*args, "--allow-mixed-devices"]) == 0
-    assert kernel_data.load_kernel_dataset(tmp_path / "merged").device is None  # no single device to name
+    assert kernel_data.load_dataset(tmp_path / "merged").device is None  # no single device to name
 
 
 def test_collect_into_an_unwritable_folder_is_one_line(capsys):

@@ -186,7 +186,7 @@ def test_test_labels_do_not_influence_training_or_early_stopping(tiny, tmp_path)
     """Several epochs of both networks (so early stopping has a choice) and the analytical fit:
     garbage test labels change no validation loss, no chosen epoch and no prediction."""
     split = kernel_data.split(tiny, "random")
-    changed = kernel_data.load_kernel_dataset(tiny.root)
+    changed = kernel_data.load_dataset(tiny.root)
     changed.runtime_ns[split.test] = 1e9 / changed.runtime_ns[split.test]  # garbage, order reversed
     changed.runtime_ns[split.test[::2]] *= 100.0
     tiny_model = models.ModelConfig(opcode_embed=4, hidden=8, num_layers=1)

@@ -80,7 +80,7 @@ def test_dedup_keeps_min_and_count(dataset):
 def test_round_trip_exact(dataset, tmp_path):
     kernel_data.save_dataset(dataset, tmp_path / "ds", shard_size=10)
     assert len(list((tmp_path / "ds").glob("kernels-*.npz"))) == 3
-    loaded = kernel_data.load_kernel_dataset(tmp_path / "ds")
+    loaded = kernel_data.load_dataset(tmp_path / "ds")
     _assert_same(dataset, loaded)
     g0, g1 = dataset.graph(7), loaded.graph(7)
     for x, y in zip(g0, g1, strict=True):
@@ -124,17 +124,17 @@ def test_validation_names_file_and_field(dataset, tmp_path, change, field):
     shard = tmp_path / "kernels-00000.npz"
     _rewrite(shard, **change)
     with pytest.raises(ValueError, match=rf"kernels-00000\.npz.*{field}"):
-        kernel_data.load_kernel_dataset(tmp_path)
+        kernel_data.load_dataset(tmp_path)
 
 
 def test_schema_json_and_missing(dataset, tmp_path):
     with pytest.raises(FileNotFoundError, match="tpucost collect"):
-        kernel_data.load_kernel_dataset(tmp_path / "nothing")
+        kernel_data.load_dataset(tmp_path / "nothing")
     kernel_data.save_dataset(dataset, tmp_path)
     schema = json.loads((tmp_path / "schema.json").read_text())
     (tmp_path / "schema.json").write_text(json.dumps({**schema, "format_version": 0}))
     with pytest.raises(ValueError, match="schema.json.*format_version"):
-        kernel_data.load_kernel_dataset(tmp_path)
+        kernel_data.load_dataset(tmp_path)
     (tmp_path / "kernels-00000.npz").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="kernels-00000.npz"):
         kernel_data.read_shard(tmp_path / "kernels-00000.npz")
@@ -146,14 +146,14 @@ def test_data_sets_carry_their_feature_spec(dataset, tmp_path):
     kernel_data.save_dataset(dataset, tmp_path)
     schema = json.loads((tmp_path / "schema.json").read_text())
     assert features.FeatureSpec.from_dict(schema["features"]) == features.TPUCOST_FEATURES
-    assert kernel_data.load_kernel_dataset(tmp_path).features == features.TPUCOST_FEATURES
+    assert kernel_data.load_dataset(tmp_path).features == features.TPUCOST_FEATURES
     (tmp_path / "schema.json").write_text(json.dumps({k: v for k, v in schema.items() if k != "features"}))
     with pytest.raises(ValueError, match="schema.json.*features"):
-        kernel_data.load_kernel_dataset(tmp_path)
+        kernel_data.load_dataset(tmp_path)
     other = {**schema["features"], "layout": "tpugraphs-tile-v0"}
     (tmp_path / "schema.json").write_text(json.dumps({**schema, "features": other}))
     with pytest.raises(ValueError, match="schema.json.*feature layout"):  # the shards say otherwise
-        kernel_data.load_kernel_dataset(tmp_path)
+        kernel_data.load_dataset(tmp_path)
 
 
 def test_a_data_set_of_another_feature_layout_still_loads(dataset, tmp_path):
@@ -164,7 +164,7 @@ def test_a_data_set_of_another_feature_layout_still_loads(dataset, tmp_path):
     )
     older = dataclasses.replace(dataset, features=spec)
     kernel_data.save_dataset(older, tmp_path)
-    loaded = kernel_data.load_kernel_dataset(tmp_path)
+    loaded = kernel_data.load_dataset(tmp_path)
     assert loaded.features == spec and len(loaded) == len(dataset)
 
 
@@ -264,7 +264,7 @@ def test_program_rows_one_row_per_program_and_kernel():
 def test_stats(dataset, tmp_path):
     kernel_data.save_dataset(dataset, tmp_path)
     (tmp_path / "noise.json").write_text(json.dumps({"median_rel": 0.02, "p90_rel": 0.1}))
-    s = kernel_data.stats(kernel_data.load_kernel_dataset(tmp_path))
+    s = kernel_data.stats(kernel_data.load_dataset(tmp_path))
     assert s["kernels"] == 25 and s["programs"] == 12 and s["occurrences"] == 36
     assert set(s["runtime_ns_quantiles"]) == {"0.0", "0.1", "0.5", "0.9", "1.0"}
     assert s["runtime_ns_quantiles"]["0.0"] == 10.0
@@ -291,11 +291,11 @@ def test_bundled_data_is_package_data_and_tpucost_data_dir_overrides(monkeypatch
 
     monkeypatch.setenv(files.DATA_DIR_ENV, str(tmp_path))
     with pytest.raises(FileNotFoundError, match="TPUCOST_DATA_DIR"):
-        kernel_data.load_kernel_dataset()
+        kernel_data.load_dataset()
     with pytest.raises(FileNotFoundError, match="TPUCOST_DATA_DIR"):
         costmodel.CostModel.load(method="gnn")
     (tmp_path / "kernels_cpu").symlink_to(Path(tpucost.__file__).parent / "bundled" / "kernels_cpu")
-    assert len(kernel_data.load_kernel_dataset()) > 0
+    assert len(kernel_data.load_dataset()) > 0
 
 
 def test_first_test_programs_keeps_their_unseen_kernels_and_the_other_parts(bundled_kernels):
@@ -361,7 +361,7 @@ def test_programs_sharing_every_hyperparameter_go_to_one_part(dataset, tmp_path)
                 json.dumps({"program_id": p, "configuration": "default", "status": "ok", "hparams": hparams})
                 + "\n"
             )
-    loaded = kernel_data.load_kernel_dataset(tmp_path / "ds")
+    loaded = kernel_data.load_dataset(tmp_path / "ds")
     twin_index = kernel_data.program_twins(loaded, np.array(programs))
     assert (twin_index != np.arange(len(programs))).sum() == 1
     for seed in apart:

@@ -501,7 +501,7 @@ def test_nb03_exercise_5(capsys, bundled_kernels, random_split):
 
 @pytest.fixture(scope="module")
 def bundled_tiles() -> tile_data.TileDataset:
-    return tile_data.load_tile_dataset()
+    return tile_data.load_dataset()
 
 
 @pytest.fixture(scope="module")

@@ -88,10 +88,10 @@ def test_notebook_02_reads_one_data_set_after_collecting():
     later = "\n".join(code[setter + 1 :])
     assert "DATA_DIR" not in later, "a cell after the collection reads the parameter, not data_dir"
     assert not re.search(r"^data_dir = ", later, re.M), "data_dir is set more than once"
-    for use in ("additivity_table(data_dir)", "load_kernel_dataset(data_dir)", "check_5(top_kind, data_dir)"):
+    for use in ("additivity_table(data_dir)", "load_dataset(data_dir)", "check_5(top_kind, data_dir)"):
         assert use in later, use
     assert "splits.split_size_warning(split, name)" in later
-    assert not any("additivity_table(" in c or "load_kernel_dataset(" in c for c in code[:setter])
+    assert not any("additivity_table(" in c or "load_dataset(" in c for c in code[:setter])
 
 
 def test_notebook_02_names_the_minimum_the_library_computes():

@@ -188,7 +188,7 @@ def test_feature_heatmap_names_features_on_rows_at_a_legible_size():
     from tpucost.experiments.data import kernel as kernel_data
     from tpucost.method import features
 
-    graph = kernel_data.load_kernel_dataset().graph(0)
+    graph = kernel_data.load_dataset().graph(0)
     ax = plots.feature_heatmap(graph, features.NODE_FEATURE_NAMES)
     rows = [t.get_text() for t in ax.get_yticklabels()]
     nonzero = [

@@ -168,9 +168,9 @@ def test_dataset_accessors_and_round_trip(tmp_path):
         ds.problem_id[0] == f"matmul|{ds.shape[0]}|float32" and ds.graph(0).num_nodes == ds.table.n_nodes[0]
     )
 
-    tile_data.save_tile_dataset(ds, tmp_path / "d")
+    tile_data.save_dataset(ds, tmp_path / "d")
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["device.json", "schema.json", "tiles.npz"]
-    back = tile_data.load_tile_dataset(tmp_path / "d")
+    back = tile_data.load_dataset(tmp_path / "d")
     assert back.equals(ds) and back.root == tmp_path / "d" and back.device == ds.device
     for i in range(len(ds)):
         a, b = ds.problem(i), back.problem(i)
@@ -191,7 +191,7 @@ def test_dataset_accessors_and_round_trip(tmp_path):
 
 
 def _save(tmp_path: Path) -> Path:
-    return tile_data.save_tile_dataset(synthetic(), tmp_path / "d")
+    return tile_data.save_dataset(synthetic(), tmp_path / "d")
 
 
 def _edit_npz(root: Path, **changes) -> None:
@@ -250,10 +250,10 @@ CORRUPTIONS = {
 def test_malformed_folders_raise_value_error_naming_file_and_field(tmp_path, case):
     file, field, corrupt = CORRUPTIONS[case]
     root = _save(tmp_path)
-    tile_data.load_tile_dataset(root)  # loads before the corruption
+    tile_data.load_dataset(root)  # loads before the corruption
     corrupt(root)
     with pytest.raises(ValueError) as info:
-        tile_data.load_tile_dataset(root)
+        tile_data.load_dataset(root)
     msg = str(info.value)
     assert str(root / file) in msg, msg
     if field is not None:
@@ -268,21 +268,21 @@ def test_a_tile_data_set_of_another_feature_layout_still_loads(tmp_path):
         "schema.json",
         features={**features.TPUCOST_FEATURES.to_dict(), "layout": "0" * 64, "num_config_features": 4},
     )
-    assert tile_data.load_tile_dataset(root).features.layout == "0" * 64
+    assert tile_data.load_dataset(root).features.layout == "0" * 64
 
 
 def test_missing_data_sets_say_what_to_do(tmp_path, monkeypatch):
-    with pytest.raises(FileNotFoundError, match="collect_tiles"):
-        tile_data.load_tile_dataset(tmp_path)
+    with pytest.raises(FileNotFoundError, match="collect"):
+        tile_data.load_dataset(tmp_path)
     collection.append_log(tmp_path, {"status": "start"})
-    with pytest.raises(FileNotFoundError, match="finalize_tiles"):
-        tile_data.load_tile_dataset(tmp_path)
+    with pytest.raises(FileNotFoundError, match="finalize"):
+        tile_data.load_dataset(tmp_path)
     monkeypatch.setenv(files.DATA_DIR_ENV, str(tmp_path / "nowhere"))
     assert tile_data.default_data_dir() == tmp_path / "nowhere" / "tiles_cpu"
     with pytest.raises(FileNotFoundError, match=files.DATA_DIR_ENV):
-        tile_data.load_tile_dataset()
-    tile_data.save_tile_dataset(synthetic(), tmp_path / "nowhere" / "tiles_cpu")
-    assert len(tile_data.load_tile_dataset()) == 5
+        tile_data.load_dataset()
+    tile_data.save_dataset(synthetic(), tmp_path / "nowhere" / "tiles_cpu")
+    assert len(tile_data.load_dataset()) == 5
 
 
 def test_from_problems_refuses_inconsistent_records():
@@ -361,7 +361,7 @@ def test_select_configs_keeps_extremes_and_spreads(fake):
 
 def test_collect_logs_each_problem_and_resumes_without_remeasuring(fake, tmp_path):
     out = tmp_path / "run"
-    ds = tile_collection.collect_tiles(out, 2, seed=0, **KW)
+    ds = tile_collection.collect(out, 2, seed=0, **KW)
     first = list(fake.measured)
     assert len(first) == 2 and len(ds) == 2
     log = collection.read_log(out)
@@ -389,14 +389,14 @@ def test_collect_logs_each_problem_and_resumes_without_remeasuring(fake, tmp_pat
         "PROVENANCE.md",
     }
     prov = (out / "PROVENANCE.md").read_text()
-    assert "collect_tiles(" in prov and "problems: 2" in prov and device.fingerprint()["id"] in prov
+    assert "collect(" in prov and "problems: 2" in prov and device.fingerprint()["id"] in prov
 
-    grown = tile_collection.collect_tiles(out, 5, seed=0, **KW)
+    grown = tile_collection.collect(out, 5, seed=0, **KW)
     assert fake.measured[:2] == first and len(fake.measured) == 5  # only the 3 new problems measured
     assert len(grown) == 5 and set(grown.problem_id) == {
         tile_data.problem_key(*p) for p in tile_collection.problem_list(5)
     }
-    assert tile_data.load_tile_dataset(out).equals(grown)
+    assert tile_data.load_dataset(out).equals(grown)
     old = {pid: i for i, pid in enumerate(ds.problem_id)}
     for j, pid in enumerate(grown.problem_id):
         if pid in old:
@@ -414,7 +414,7 @@ def test_collect_logs_each_problem_and_resumes_without_remeasuring(fake, tmp_pat
         assert p.configs == tile_collection.select_configs(
             fake.legal_configs(p.family, shape), 3, grown.problem_id[i]
         )
-    assert tile_collection.collect_tiles(out, 5, seed=0, **KW).equals(grown) and len(fake.measured) == 5
+    assert tile_collection.collect(out, 5, seed=0, **KW).equals(grown) and len(fake.measured) == 5
 
 
 def test_a_killed_run_keeps_the_finished_problems(fake, tmp_path):
@@ -424,24 +424,24 @@ def test_a_killed_run_keeps_the_finished_problems(fake, tmp_path):
 
     fake.fail_on = die
     with pytest.raises(KeyboardInterrupt):
-        tile_collection.collect_tiles(tmp_path / "killed", 4, **KW)
+        tile_collection.collect(tmp_path / "killed", 4, **KW)
     ok = [e for e in collection.read_log(tmp_path / "killed") if e["status"] == "ok"]
     assert (
         len(ok) == 1
         and tile_data.problem_key(ok[0]["family"], ok[0]["shape"], ok[0]["dtype"]) == fake.measured[0]
     )
     assert not (tmp_path / "killed" / "tiles.npz").exists()
-    assert len(tile_collection.finalize_tiles(tmp_path / "killed")) == 1  # what was measured is usable
+    assert len(tile_collection.finalize(tmp_path / "killed")) == 1  # what was measured is usable
     with open(tmp_path / "killed" / "log.jsonl", "a") as fh:
         fh.write('{"family": "matmul", "sha')  # a line torn by the kill
     fake.fail_on, killed_first = None, fake.measured[0]
     fake.measured.clear()
-    resumed = tile_collection.collect_tiles(tmp_path / "killed", 4, **KW)
+    resumed = tile_collection.collect(tmp_path / "killed", 4, **KW)
     assert killed_first not in fake.measured and len(fake.measured) == 3
     statuses = [e["status"] for e in collection.read_log(tmp_path / "killed")]
     assert statuses.count("ok") == 4 and statuses.count("start") == 2  # no line lost to the tear
     fake.measured.clear()
-    assert resumed.equals(tile_collection.collect_tiles(tmp_path / "straight", 4, **KW))
+    assert resumed.equals(tile_collection.collect(tmp_path / "straight", 4, **KW))
 
 
 def test_a_failing_problem_is_logged_and_not_retried(fake, tmp_path):
@@ -450,7 +450,7 @@ def test_a_failing_problem_is_logged_and_not_retried(fake, tmp_path):
             raise RuntimeError("Mosaic lowering failed")
 
     fake.fail_on = fail
-    ds = tile_collection.collect_tiles(tmp_path, 3, **KW)
+    ds = tile_collection.collect(tmp_path, 3, **KW)
     errors = [e for e in collection.read_log(tmp_path) if e["status"] == "error"]
     assert len(errors) == 1 and "Mosaic lowering failed" in errors[0]["error"] and len(ds) == 2
     assert (
@@ -458,7 +458,7 @@ def test_a_failing_problem_is_logged_and_not_retried(fake, tmp_path):
         not in ds.problem_id
     )
     fake.fail_on = None
-    tile_collection.collect_tiles(tmp_path, 3, **KW)
+    tile_collection.collect(tmp_path, 3, **KW)
     assert len(fake.measured) == 3
 
 
@@ -467,70 +467,70 @@ def test_max_load_pauses_before_a_problem(fake, tmp_path, monkeypatch):
     sleeps = []
     monkeypatch.setattr(collection, "load_average", lambda: next(loads, 0.5))
     monkeypatch.setattr(collection.time, "sleep", sleeps.append)
-    tile_collection.collect_tiles(tmp_path, 2, max_load=2.0, **KW)
+    tile_collection.collect(tmp_path, 2, max_load=2.0, **KW)
     ok = [e for e in collection.read_log(tmp_path) if e["status"] == "ok"]
     assert sleeps == [15.0, 15.0] and ok[0]["paused_s"] == 30.0 and ok[1]["paused_s"] == 0.0
     assert ok[0]["load_average"] == 0.5
 
 
 def test_shards_are_disjoint_and_merge_equals_one_run(fake, tmp_path):
-    whole = tile_collection.collect_tiles(tmp_path / "whole", 7, **KW)
-    parts = [tile_collection.collect_tiles(tmp_path / f"s{i}", 7, shard=(i, 3), **KW) for i in range(3)]
+    whole = tile_collection.collect(tmp_path / "whole", 7, **KW)
+    parts = [tile_collection.collect(tmp_path / f"s{i}", 7, shard=(i, 3), **KW) for i in range(3)]
     ids = [set(p.problem_id) for p in parts]
     assert all(ids) and sum(map(len, ids)) == 7 and set.union(*ids) == set(whole.problem_id)
     assert not (ids[0] & ids[1]) and not (ids[0] & ids[2]) and not (ids[1] & ids[2])
-    merged = tile_collection.merge_tiles([tmp_path / f"s{i}" for i in (2, 0, 1)], tmp_path / "merged")
+    merged = tile_collection.merge([tmp_path / f"s{i}" for i in (2, 0, 1)], tmp_path / "merged")
     assert merged.equals(whole)
-    assert tile_data.load_tile_dataset(tmp_path / "merged").equals(whole)
+    assert tile_data.load_dataset(tmp_path / "merged").equals(whole)
     assert collection.read_device(tmp_path / "merged") == whole.device
     assert len([e for e in collection.read_log(tmp_path / "merged") if e["status"] == "ok"]) == 7
-    assert "merge_tiles(" in (tmp_path / "merged" / "PROVENANCE.md").read_text()
-    assert tile_collection.finalize_tiles(tmp_path / "merged").equals(whole)
+    assert "merge(" in (tmp_path / "merged" / "PROVENANCE.md").read_text()
+    assert tile_collection.finalize(tmp_path / "merged").equals(whole)
     with pytest.raises(ValueError, match="shard"):
-        tile_collection.collect_tiles(tmp_path / "bad", 3, shard=(3, 3), **KW)
+        tile_collection.collect(tmp_path / "bad", 3, shard=(3, 3), **KW)
 
 
 def test_one_device_per_folder_and_per_merge(fake, tmp_path, monkeypatch):
-    tile_collection.collect_tiles(tmp_path / "here", 2, shard=(0, 2), **KW)
+    tile_collection.collect(tmp_path / "here", 2, shard=(0, 2), **KW)
     with monkeypatch.context() as m:
         pretend_another_machine(m)
         with pytest.raises(ValueError, match="a data set comes from one device"):
-            tile_collection.collect_tiles(tmp_path / "here", 2, shard=(0, 2), **KW)
-        tile_collection.collect_tiles(tmp_path / "there", 2, shard=(1, 2), **KW)
+            tile_collection.collect(tmp_path / "here", 2, shard=(0, 2), **KW)
+        tile_collection.collect(tmp_path / "there", 2, shard=(1, 2), **KW)
     with pytest.raises(ValueError, match="Some Other CPU"):
-        tile_collection.merge_tiles([tmp_path / "here", tmp_path / "there"], tmp_path / "merged")
+        tile_collection.merge([tmp_path / "here", tmp_path / "there"], tmp_path / "merged")
     (tmp_path / "there" / "device.json").unlink()
     with pytest.raises(ValueError, match="device.json"):
-        tile_collection.merge_tiles([tmp_path / "here", tmp_path / "there"], tmp_path / "merged")
+        tile_collection.merge([tmp_path / "here", tmp_path / "there"], tmp_path / "merged")
 
 
 def test_a_folder_holds_one_lowering_and_the_data_set_records_it(fake, tmp_path):
     """The lowering reaches every measurement, the log's start line and the data set's schema; a
     folder (or a merge) of another lowering's labels is refused."""
-    ds = tile_collection.collect_tiles(tmp_path / "loop", 2, lowering="xla_loop", **KW)
+    ds = tile_collection.collect(tmp_path / "loop", 2, lowering="xla_loop", **KW)
     assert fake.lowerings == ["xla_loop", "xla_loop"] and ds.lowering == "xla_loop"
-    assert tile_data.load_tile_dataset(tmp_path / "loop").lowering == "xla_loop"
+    assert tile_data.load_dataset(tmp_path / "loop").lowering == "xla_loop"
     assert json.loads((tmp_path / "loop" / "schema.json").read_text())["lowering"] == "xla_loop"
     with pytest.raises(ValueError, match="'xla_loop' tile lowering, not 'pallas'"):
-        tile_collection.collect_tiles(tmp_path / "loop", 3, lowering="pallas", **KW)
-    tile_collection.collect_tiles(tmp_path / "pallas", 2, shard=(1, 2), lowering="pallas", **KW)
+        tile_collection.collect(tmp_path / "loop", 3, lowering="pallas", **KW)
+    tile_collection.collect(tmp_path / "pallas", 2, shard=(1, 2), lowering="pallas", **KW)
     with pytest.raises(ValueError, match="mixes tile lowerings"):
-        tile_collection.merge_tiles([tmp_path / "loop", tmp_path / "pallas"], tmp_path / "merged")
+        tile_collection.merge([tmp_path / "loop", tmp_path / "pallas"], tmp_path / "merged")
     with pytest.raises(ValueError, match="unknown tile lowering"):
-        tile_collection.collect_tiles(tmp_path / "other", 1, lowering="mosaic", **KW)
+        tile_collection.collect(tmp_path / "other", 1, lowering="mosaic", **KW)
 
 
 def test_a_data_set_written_before_lowerings_is_a_pallas_one(tmp_path):
     ds = synthetic()
-    tile_data.save_tile_dataset(ds, tmp_path)
+    tile_data.save_dataset(ds, tmp_path)
     schema = json.loads((tmp_path / "schema.json").read_text())
     del schema["lowering"]
     (tmp_path / "schema.json").write_text(json.dumps(schema))
-    assert tile_data.load_tile_dataset(tmp_path).lowering == "pallas"
+    assert tile_data.load_dataset(tmp_path).lowering == "pallas"
     schema["lowering"] = "mosaic"
     (tmp_path / "schema.json").write_text(json.dumps(schema))
     with pytest.raises(ValueError, match="field 'lowering'"):
-        tile_data.load_tile_dataset(tmp_path)
+        tile_data.load_dataset(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------- splits
@@ -617,8 +617,8 @@ def test_from_tpugraphs(tmp_path):
     g = ds.graph(0)
     np.testing.assert_array_equal(g.node_features, a["node_feat"])
     np.testing.assert_array_equal(g.senders, a["edge_index"][:, 1])  # producer -> consumer
-    tile_data.save_tile_dataset(ds, tmp_path / "tg")
-    assert tile_data.load_tile_dataset(tmp_path / "tg").equals(ds)
+    tile_data.save_dataset(ds, tmp_path / "tg")
+    assert tile_data.load_dataset(tmp_path / "tg").equals(ds)
     assert len(tile_data.from_tpugraphs(src, limit=1)) == 1
     by_model = tile_data.from_tpugraphs(src, family=None)
     assert by_model.family.tolist() == ["alexnet_train_batch_32", "resnet_v1_50_official_batch_128_bf16"]
@@ -657,7 +657,7 @@ def test_cli_tile_stats_prints_the_spreads(capsys):
     """`data stats --task tile` on the bundled tile data: the tile page's spreads come from it."""
     assert cli.main(["data", "stats", "--task", "tile", "--json"]) == 0
     st = json.loads(capsys.readouterr().out)
-    assert st["problems"] == len(tile_data.load_tile_dataset())
+    assert st["problems"] == len(tile_data.load_dataset())
     assert cli.main(["data", "stats", "--task", "tile"]) == 0
     out = capsys.readouterr().out
     assert f"median {st['best_over_worst']['median']:.1f}x" in out
@@ -676,9 +676,7 @@ def test_collect_with_the_real_tiles_module(tmp_path, monkeypatch):
     from tpucost.experiments import tiles
 
     family = "softmax" if "softmax" in tiles.TILE_FAMILIES else sorted(tiles.TILE_FAMILIES)[0]
-    ds = tile_collection.collect_tiles(
-        tmp_path, 2, families=[family], max_configs=2, repeats=1, progress=False
-    )
+    ds = tile_collection.collect(tmp_path, 2, families=[family], max_configs=2, repeats=1, progress=False)
     assert (
         len(ds) == 2
         and set(ds.family) == {family}
@@ -687,9 +685,7 @@ def test_collect_with_the_real_tiles_module(tmp_path, monkeypatch):
     assert all(1 <= len(ds.configs(i)) <= 2 for i in range(len(ds))) and np.all(ds.config_runtime_ns > 0)
     calls = []
     monkeypatch.setattr(tiles, "measure_configs", lambda *a, **k: calls.append(a) or [1.0] * len(a[3]))
-    assert tile_collection.collect_tiles(
-        tmp_path, 3, families=[family], max_configs=2, repeats=1, progress=False
-    )
+    assert tile_collection.collect(tmp_path, 3, families=[family], max_configs=2, repeats=1, progress=False)
     assert len(calls) == 1  # only the third problem
 
 

@@ -29,14 +29,14 @@ def rescore(model_dir: Path, dataset: kernel_data.KernelDataset) -> None:
             f"programs; this data set's {report['split']} split has {len(parts.test)} of {len(parts.test_ids)}"
         )
     report["results"] = kernel_experiments.evaluate_models(
-        model_dir, dataset, report["split"], list(report["results"])
+        dataset, report["split"], model_dir, list(report["results"])
     )
     write_json_atomic(path, report)
     print(f"re-scored {path}")
 
 
 def main(argv: list[str]) -> int:
-    dataset = kernel_data.load_kernel_dataset()
+    dataset = kernel_data.load_dataset()
     folders = [Path(a) for a in argv] or [kernel.default_model_dir(s) for s in kernel_data.SPLITS]
     for folder in folders:
         rescore(folder, dataset)

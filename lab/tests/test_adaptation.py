@@ -99,7 +99,7 @@ def tiny_model_dir(bundled, tmp_path_factory):
     root = tmp_path_factory.mktemp("adapt-model")
     keep = np.concatenate([_family_kernels(bundled, f)[: 2 * PER_PROGRAM] for f in FAMILIES])
     kernel_data.save_dataset(bundled.subset(keep), root / "data")
-    ds = kernel_data.load_kernel_dataset(root / "data")
+    ds = kernel_data.load_dataset(root / "data")
     kernel_experiments.train_models(
         ds,
         "random",
@@ -170,7 +170,7 @@ def test_adapting_to_a_synthetic_device(tiny_model_dir, synthetic_device, tmp_pa
     assert set(report["adaptation_families"]) | set(report["scoring_families"]) == set(FAMILIES)
 
     # Left out of the scores: the model's training kernels and the adaptation kernels.
-    ds = kernel_data.load_kernel_dataset(tmp_path / adaptation.MEASUREMENTS_DIR)
+    ds = kernel_data.load_dataset(tmp_path / adaptation.MEASUREMENTS_DIR)
     training = calibration.training_kernel_hashes(tiny_model_dir)
     split = adaptation.family_split(ds, report["adaptation_families"], training)
     scored = set(ds.kernel_hash[split.rows.kernel].tolist())

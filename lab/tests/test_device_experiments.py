@@ -84,7 +84,7 @@ def test_combined_dataset_labels_each_kernel_with_its_device(fake_packs):
     _, folders = fake_packs
     ds, rows, descriptors = device_experiments.combined_dataset(folders)
     assert list(descriptors) == [d for d, _, _ in DEVICES]
-    sizes = [len(kernel_data.load_kernel_dataset(f)) for f in folders]
+    sizes = [len(kernel_data.load_dataset(f)) for f in folders]
     assert len(ds) == len(rows) == sum(sizes)
     np.testing.assert_array_equal(np.bincount(rows), sizes)
     features = device_experiments.device_features(rows, descriptors)
@@ -153,7 +153,7 @@ def test_leave_one_device_out_scores_every_method_and_column_and_resumes(
     assert "fine-tuned-10min" in capsys.readouterr().out
     with pytest.raises(ValueError, match="other settings"):
         device_experiments.leave_one_device_out(folders, tmp_path, lodo.get_config(), progress=False)
-    assert RENAMED[1] in kernel_data.load_kernel_dataset(folders[0]).family
+    assert RENAMED[1] in kernel_data.load_dataset(folders[0]).family
 
 
 def result_descriptor(folders, device_id: str) -> descriptor.DeviceDescriptor:

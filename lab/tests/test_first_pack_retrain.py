@@ -32,7 +32,7 @@ def test_the_quoted_first_pack_figures_are_the_pending_checkpoints(tmp_path):
     quoted = json.loads(QUOTED.read_text())
     text = " ".join((ROOT / "docs" / "cost-model.md").read_text().split())
     for split in ("random", "hard"):
-        results = kernel_experiments.evaluate_models(CHECKPOINTS / f"kernel-{split}", merged, split, ["gnn"])
+        results = kernel_experiments.evaluate_models(merged, split, CHECKPOINTS / f"kernel-{split}", ["gnn"])
         now = results["gnn"]
         shown_parts = [
             p for p in PARTS if p in quoted[split]["gnn"]

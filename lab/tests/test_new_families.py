@@ -41,9 +41,9 @@ def cut(tmp_path_factory, bundled_kernels):
     root = tmp_path_factory.mktemp("new_families")
     kernel_data.save_dataset(training, root / "training")
     kernel_data.save_dataset(new, root / "new")
-    training = kernel_data.load_kernel_dataset(root / "training")
+    training = kernel_data.load_dataset(root / "training")
     kernel_experiments.train_models(training, "random", root / "models", methods=BASELINES, progress=False)
-    return training, kernel_data.load_kernel_dataset(root / "new"), root
+    return training, kernel_data.load_dataset(root / "new"), root
 
 
 def _known_novelty(training: kernel_data.KernelDataset) -> kernel_data.KernelDataset:
@@ -232,7 +232,7 @@ def test_the_quoted_new_family_figures_are_the_bundled_models(bundled_kernels):
     now = new_families.evaluate_new_families(
         checkpoint.bundled_checkpoints_dir() / "kernel-random",
         bundled_kernels,
-        kernel_data.load_kernel_dataset(PENDING),
+        kernel_data.load_dataset(PENDING),
     )
     assert now["families"] == quoted["families"] and set(now["methods"]) == set(quoted["methods"])
     for method, result in now["methods"].items():

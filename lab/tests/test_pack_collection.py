@@ -372,7 +372,7 @@ def test_collect_pack_stages_resume_and_commit(tmp_path, fake_pack):
         )
     assert first["noise_start"]["pairs"] == 1 and "rows" not in first["noise_start"]
     assert fake_pack["descriptor"] == [1] and (out / descriptor.DESCRIPTOR_FILE).exists()
-    assert first["kernels"] == len(kernel_data.load_kernel_dataset(out)) == first["new_kernels"] == 4
+    assert first["kernels"] == len(kernel_data.load_dataset(out)) == first["new_kernels"] == 4
     assert first["kernels_per_hour"] >= 3600 * 4 / max(first["measuring_s"] + 0.05, 1e-9)
     subjects = _git(repo, "log", "--format=%s").splitlines()
     assert any("device descriptor" in s for s in subjects) and any(
@@ -395,7 +395,7 @@ def test_collect_pack_stages_resume_and_commit(tmp_path, fake_pack):
     assert noise["start"]["time"] == started and noise["end"]["pairs"] == pairs  # start kept, end again
     assert (out / "noise_runs" / f"end-{pairs}" / collection.LOG).exists()
     assert fake_pack["descriptor"] == [1]  # the descriptor was there
-    assert again["kernels"] == len(kernel_data.load_kernel_dataset(out)) == pairs * 3 + 1
+    assert again["kernels"] == len(kernel_data.load_dataset(out)) == pairs * 3 + 1
     assert again["new_kernels"] == again["kernels"] - first["kernels"]
     assert (out / "pack.json").exists() and _git(repo, "status", "--porcelain") == ""
     assert _git(repo, "show", "--stat", "HEAD").count(f"packs/{out.name}/") >= 1

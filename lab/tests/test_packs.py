@@ -258,7 +258,7 @@ def test_the_first_packs_cached_counts_match_its_data(monkeypatch):
     tpucost/bundled/kernels_cpu``) holds the counts of the data set it sits beside."""
     monkeypatch.delenv(files.DATA_DIR_ENV, raising=False)
     folder = kernel_data.default_data_dir()
-    ds = kernel_data.load_kernel_dataset(folder)
+    ds = kernel_data.load_dataset(folder)
     cached = files.read_json_object(folder / packs.PACK_FILE)
     assert {
         k: cached[k] for k in ("kernels", "kernels_by_others", "families", "programs")

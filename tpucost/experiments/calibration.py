@@ -243,7 +243,7 @@ def training_kernel_hashes(model_dir: str | Path) -> set[str] | None:
         data = kernel_data.default_data_dir()
     if not (data / kernel_data.SCHEMA_FILE).is_file() or report.get("split") not in kernel_data.SPLITS:
         return None
-    ds = kernel_data.load_kernel_dataset(data)
+    ds = kernel_data.load_dataset(data)
     return set(ds.kernel_hash[kernel_data.split(ds, report["split"]).train].tolist())
 
 

@@ -43,7 +43,6 @@ help, and which hyperparameters to use.
   shuffled order) and always scored on the same test programs. ``learning_curve.json`` holds,
   per size, the training kernels and the figures on the *unseen* test kernels (those no
   training program of the full split ran, so the same rows at every size).
-
 * `hparam_search`: the trials of `HPARAM_TRIALS` on one split, scored on its VALIDATION programs.
 
 All report the figures of `tpucost.experiments.kernel_experiments.evaluate_split` (MAPE of kernels >= 5 us, median
@@ -78,8 +77,10 @@ from tpucost.method.splits import Split
 from tpucost.method.tasks.kernel import (
     FITTED_FILES,
     KernelTask,
+    default_model_dir,
     load_method,
     predict,
+    train_model,
 )
 
 __all__ = [
@@ -104,13 +105,13 @@ __all__ = [
     "hparam_search",
 ]
 
-#: The summary file of `leave_group_out`.
 #: An experiment folder's results.
 EVALUATION_FILE = "evaluation.json"
 #: A network's resumable training state is kept in ``<experiment folder>/<method>`` + this until it finishes.
 TRAINING_SUFFIX = "-training"
 #: The experiments' defaults (`tpucost.experiments.configs.table2`).
 _DEFAULTS = table2.get_config()
+#: The summary file of `leave_group_out` (the tile experiments' has the same name).
 LEAVE_GROUP_OUT_FILE = "leave_group_out.json"
 #: The summary file of `learning_curve`.
 LEARNING_CURVE_FILE = "learning_curve.json"
@@ -409,17 +410,14 @@ def _train_network(
     The training state is saved after every epoch in ``out/<kind>-training`` (`TRAINING_SUFFIX`),
     so a killed run resumes there with the same command; it is removed once the checkpoint is saved.
     """
-    task = KernelTask.fit(dataset, parts.train, config.model)
     method = config.model.kind
     workdir = out / f"{method}{TRAINING_SUFFIX}"
-    result = train.train_and_evaluate(
-        task, config, parts.train, parts.val, workdir=workdir, progress=progress
-    )
+    result = train_model(dataset, parts, workdir, config, progress=progress)
     checkpoint.save(
         out / method,
         result.model,
         result.config,
-        task.metadata(),
+        result.metadata,
         extra={
             "split": split,
             "best_epoch": result.best_epoch,
@@ -657,10 +655,14 @@ def family_errors(
 
 
 def evaluate_models(
-    model_dir: str | Path, dataset: KernelDataset, split: str, methods: Sequence[str] = _DEFAULTS.methods
+    dataset: KernelDataset,
+    split: str,
+    model_dir: str | Path | None = None,
+    methods: Sequence[str] = _DEFAULTS.methods,
 ) -> dict[str, dict[str, Any]]:
-    """`evaluate_split` of each saved method of ``model_dir`` on the split's test programs
-    (``{"gnn": {...}, ...}``); the raw predictions, for the device the models were trained on."""
+    """`evaluate_split` of each saved method of the experiment folder ``model_dir`` (default: the bundled
+    one of ``split``) on the split's test programs (``{"gnn": {...}, ...}``); the raw predictions."""
+    model_dir = model_dir if model_dir is not None else default_model_dir(split)
     parts = kernel_data.split(dataset, split)
     where = f"data set {dataset.root}" if dataset.root is not None else "the data set"
     return {

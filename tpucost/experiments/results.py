@@ -397,7 +397,7 @@ def leave_group_out_table(summary: Mapping[str, Any]) -> str:
 
 
 def tile_leave_family_out_table(summary: Mapping[str, Any]) -> str:
-    """Leave one tile family out (``leave_family_out.json`` of ``experiment tile-leave-family-out``):
+    """Leave one tile family out (``leave_group_out.json`` of ``experiment tile-leave-family-out``):
     per family held out, each row's Kendall tau on it; then each row's mean Kendall tau and mean
     top-1/5/10 slowdowns, and its worst family."""
     families = summary["families"]
@@ -420,7 +420,7 @@ def tile_leave_family_out_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-#: The bundled summary of ``experiment tile-leave-family-out`` (a copy of its ``leave_family_out.json``).
+#: The bundled summary of ``experiment tile-leave-family-out`` (a copy of its ``leave_group_out.json``).
 TILE_LEAVE_FAMILY_OUT_FILE = "tile_leave_family_out.json"
 
 
@@ -581,7 +581,7 @@ def tile_results_table(
                     ]
                 )
             )
-    noise = tile_data.noise_floor(tile_data.load_tile_dataset(tile_dir))
+    noise = tile_data.noise_floor(tile_data.load_dataset(tile_dir))
     if noise:
         lines.append(
             _row(
@@ -663,7 +663,7 @@ def autotune_results_table(reports: Mapping[str, Mapping[str, Any]] | None = Non
 
 def data_stats_table(data_dir: str | os.PathLike | None = None) -> str:
     """The bundled data set in numbers (``python -m tpucost data stats --json``)."""
-    stats = kernel_data.stats(kernel_data.load_kernel_dataset(data_dir))
+    stats = kernel_data.stats(kernel_data.load_dataset(data_dir))
     q = stats["runtime_ns_quantiles"]
 
     def us(ns: float) -> str:

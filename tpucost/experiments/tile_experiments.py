@@ -5,7 +5,7 @@
   (`HEURISTICS`: largest block first, fewest grid steps) and a random ranking on the split's test
   kernels (Table 3, `score_models`); `seed_spread` repeats it over split seeds; `suggest_tiles` ranks
   the legal block shapes of a problem outside the data set.
-* `leave_family_out`: for each family F of a tile data set: F's problems are the test part, the
+* `leave_group_out`: for each family F of a tile data set: F's problems are the test part, the
   next family in alphabetical order (wrapping) the validation part (early stopping), every other
   family training; one tile model per loss is trained (`tpucost.method.tasks.tile.train_model`)
   and scored with the baselines by `score_models`, the same code as Table 3. The summary is, per
@@ -14,7 +14,7 @@
 
 Resumable like the kernel experiments: each family's scores are ``OUT/<family>.json`` once done
 (a rerun skips it), and a training killed midway resumes from its workdir
-``OUT/<family>/tile-<loss>``. ``OUT/leave_family_out.json`` is the summary.
+``OUT/<family>/tile-<loss>``. ``OUT/leave_group_out.json`` is the summary.
 """
 
 from __future__ import annotations
@@ -52,15 +52,15 @@ __all__ = [
     "seed_spread",
     "seed_summary",
     "seed_runs",
-    "SUMMARY_FILE",
+    "LEAVE_GROUP_OUT_FILE",
     "family_split",
-    "leave_family_out",
+    "leave_group_out",
 ]
 
 #: The experiments' defaults (`tpucost.experiments.configs.table3`).
 _DEFAULTS = table3.get_config()
-#: The summary `leave_family_out` writes into its folder.
-SUMMARY_FILE = "leave_family_out.json"
+#: The summary `leave_group_out` writes into its folder.
+LEAVE_GROUP_OUT_FILE = "leave_group_out.json"
 
 _METRICS = ("kendall_mean", "top1", "top5", "top10")
 
@@ -85,21 +85,21 @@ def _one_family(
     models = {}
     for loss in loss_names:
         workdir = folder / family / f"tile-{loss}"
-        tile_task.train_model(dataset, split, loss, workdir, config, progress)
+        tile_task.train_model(dataset, split, workdir, config, loss=loss, progress=progress)
         models[tile_task.METHOD_OF_LOSS[loss]] = workdir
     return score_models(dataset, [int(i) for i in split.test], models)
 
 
-def leave_family_out(
+def leave_group_out(
     dataset: tile_data.TileDataset,
-    out: str | os.PathLike,
-    loss_names: Sequence[str] = _DEFAULTS.leave_family_out_losses,
+    out_dir: str | os.PathLike,
     config: train.TrainConfig | None = None,
+    loss_names: Sequence[str] = _DEFAULTS.leave_family_out_losses,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Train and score without each family in turn (module docstring); returns and writes the
     summary ``{"families": {F: {row: metrics}}, "mean": {row: metrics}, "worst": {row: {...}}}``."""
-    folder = Path(out)
+    folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     per_family: dict[str, Any] = {}
     for family in sorted(set(dataset.family.tolist())):
@@ -121,7 +121,7 @@ def leave_family_out(
         "mean": mean,
         "worst": worst,
     }
-    write_json_atomic(folder / SUMMARY_FILE, summary)
+    write_json_atomic(folder / LEAVE_GROUP_OUT_FILE, summary)
     return summary
 
 
@@ -132,25 +132,24 @@ def leave_family_out(
 
 def train_models(
     dataset: tile_data.TileDataset,
-    split_name: str,
+    split: str,
     out_dir: str | os.PathLike,
-    loss_names: Sequence[str] = _DEFAULTS.losses,
     config: train.TrainConfig | None = None,
-    seed: int = _DEFAULTS.split_seed,
+    loss_names: Sequence[str] = _DEFAULTS.losses,
     progress: bool = True,
+    seed: int = _DEFAULTS.split_seed,
 ) -> dict[str, dict[str, Any]]:
     """Train one model per loss on one split, each in the workdir ``out_dir/tile-<split>-<loss>``
     (best model in its ``best/``; a killed run resumes there).
 
     Returns ``{loss: {"seconds", "best_epoch", "best_val_loss"}}``.
     """
-    split = tile_data.split(dataset, split_name, seed=seed)
+    parts = tile_data.split(dataset, split, seed=seed)
     report = {}
     for loss in loss_names:
         t0 = time.perf_counter()
-        res = tile_task.train_model(
-            dataset, split, loss, Path(out_dir) / f"tile-{split_name}-{loss}", config, progress
-        )
+        workdir = Path(out_dir) / f"tile-{split}-{loss}"
+        res = tile_task.train_model(dataset, parts, workdir, config, loss=loss, progress=progress)
         report[loss] = {
             "seconds": time.perf_counter() - t0,
             "best_epoch": res.best_epoch,
@@ -213,26 +212,26 @@ HEURISTICS: dict[str, Callable[[tile_data.TileDataset, Sequence[int]], list[np.n
 
 def evaluate_models(
     dataset: tile_data.TileDataset,
-    split_name: str,
-    model_root: str | os.PathLike | None = None,
+    split: str,
+    model_dir: str | os.PathLike | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Table 3 on the TEST kernels of one split: `score_models` of every tile model
-    ``model_root/tile-<split>-<loss>`` there is (default root: the bundled checkpoints), named by
+    ``model_dir/tile-<split>-<loss>`` there is (default: the bundled checkpoints), named by
     `tpucost.method.tasks.tile.METHOD_OF_LOSS`, beside the baselines."""
-    split = tile_data.split(dataset, split_name, seed=seed)
-    root = Path(model_root) if model_root is not None else checkpoint.bundled_checkpoints_dir()
+    parts = tile_data.split(dataset, split, seed=seed)
+    root = Path(model_dir) if model_dir is not None else checkpoint.bundled_checkpoints_dir()
     models = {
-        name: root / f"tile-{split_name}-{loss}"
+        name: root / f"tile-{split}-{loss}"
         for loss, name in tile_task.METHOD_OF_LOSS.items()
-        if (root / f"tile-{split_name}-{loss}").is_dir()
+        if (root / f"tile-{split}-{loss}").is_dir()
     }
     if not models:
         raise ValueError(
-            f"no tile models (tile-{split_name}-<loss> folders) in {root}; train them with "
-            f"`python -m tpucost train --task tile --split {split_name} --out {root}`"
+            f"no tile models (tile-{split}-<loss> folders) in {root}; train them with "
+            f"`python -m tpucost train --task tile --split {split} --out {root}`"
         )
-    return score_models(dataset, [int(i) for i in split.test], models, seed)
+    return score_models(dataset, [int(i) for i in parts.test], models, seed)
 
 
 def score_models(
@@ -244,7 +243,7 @@ def score_models(
     runtimes = [dataset.runtime_ns(i) for i in test]
     out: dict[str, Any] = {}
     for name, path in models.items():
-        model, _ = tile_task.load_model(path)
+        model = tile_task.load_model(path).model
         out[name] = metrics.ranking_metrics(tile_task.dataset_scores(model, dataset, test), runtimes)
     if dataset.source == "tpucost":
         out["analytical"] = metrics.ranking_metrics(analytical_scores(dataset, test), runtimes)
@@ -273,7 +272,7 @@ def suggest_tiles(
     bundled one of the random split, `tpucost.method.losses.regression_loss_name`; None when there is none).
     """
     shape = tuple(int(d) for d in shape)
-    model, meta = tile_task.load_model(model_dir)
+    model, _, _, meta = tile_task.load_model(model_dir)
     configs = tiles.legal_configs(family, shape, dtype, backend)
     if not configs:
         raise ValueError(f"{family} {shape} {dtype} has no legal block configuration")
@@ -289,7 +288,7 @@ def suggest_tiles(
         else tile_task.default_model_dir("random", losses.regression_loss_name())
     )
     if predicted is None and runtime_dir.is_dir():
-        runtime_model, runtime_meta = tile_task.load_model(runtime_dir)
+        runtime_model, _, _, runtime_meta = tile_task.load_model(runtime_dir)
         predicted = tile_task.runtime_ns(runtime_meta, tile_task.predict(runtime_model, [graph], [rows])[0])
     order = np.argsort(scores, kind="stable")[: max(int(top), 1)]
     return [

@@ -125,8 +125,8 @@ def exercise_5(data_dir: str | os.PathLike, reference_dir: str | os.PathLike | N
     Per kind: its share of the kernels (%) and its median runtime (us) in each data set.
     """
     sets = {
-        "collected": kernel_data.load_kernel_dataset(data_dir),
-        "reference": kernel_data.load_kernel_dataset(reference_dir),
+        "collected": kernel_data.load_dataset(data_dir),
+        "reference": kernel_data.load_dataset(reference_dir),
     }
     columns = {}
     for name, ds in sets.items():

@@ -56,7 +56,7 @@ def exercise_2(
     for loss in losses:
         for seed in seeds:
             result = tile_task.train_model(
-                ds, split, loss, workdir=None, config=dataclasses.replace(config, seed=seed), progress=False
+                ds, split, None, dataclasses.replace(config, seed=seed), loss=loss, progress=False
             )
             m = _test_scores(result, ds, split)
             rows.append(
@@ -103,7 +103,7 @@ def exercise_4(ds: tile_data.TileDataset, split: Split, config: train.TrainConfi
     for join in ("late", "early"):
         cfg = dataclasses.replace(config, model=dataclasses.replace(config.model, config_join=join))
         t0 = time.perf_counter()
-        result = tile_task.train_model(ds, split, "hinge", workdir=None, config=cfg, progress=False)
+        result = tile_task.train_model(ds, split, None, cfg, loss="hinge", progress=False)
         seconds = time.perf_counter() - t0
         m = _test_scores(result, ds, split)
         rows.append(

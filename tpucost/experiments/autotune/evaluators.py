@@ -176,7 +176,8 @@ class TilePredictor(CachedPredictor):
         if model_dir is None:
             regression = tile_task.default_model_dir("random", losses.regression_loss_name())
             model_dir = regression if regression.is_dir() else None
-        self.model, self.meta = tile_task.load_model(model_dir)
+        loaded = tile_task.load_model(model_dir)
+        self.model, self.meta = loaded.model, loaded.meta
         self.scale = _tile_runtime_scale(self.meta)
         self.tunable, self.batched = tunable, batched
         self.tables: dict[str, np.ndarray] = {}

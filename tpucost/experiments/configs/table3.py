@@ -27,7 +27,7 @@ class Table3Config:
       epochs: training epochs; None: the bundled models' (`tpucost.method.tasks.tile.train_config`).
     """
 
-    losses: tuple[str, ...] = tile_task.LOSS_NAMES
+    losses: tuple[str, ...] = tile_task.LOSSES
     leave_family_out_losses: tuple[str, ...] = ("hinge", "mse")
     split_seeds: tuple[int, ...] = (0, 1, 2)
     split_seed: int = 0

@@ -31,7 +31,7 @@ source_family
 plus the graph arrays. A data folder holds ``schema.json`` (``{"format", "format_version",
 "features", "kernels", "shards": [{"file", "kernels"}], "device"}``), shards ``kernels-00000.npz``,
 ... (one table each, with the format version and the `tpucost.method.features.FeatureSpec` as JSON), and
-``device.json``; an optional ``noise.json`` (`measure_noise`) feeds `stats`. The data set carries
+``device.json``; an optional ``noise.json`` (`measure_noise`) feeds `noise_floor` and `stats`. The data set carries
 its `FeatureSpec` and is checked against it; nothing compares it with tpucost's own layout, so a
 data set of another layout still loads (a model trained on it must match it).
 
@@ -98,7 +98,7 @@ __all__ = [
     "dedup",
     "save_dataset",
     "read_shard",
-    "load_kernel_dataset",
+    "load_dataset",
     "default_data_dir",
     "SPLITS",
     "first_test_programs",
@@ -110,6 +110,7 @@ __all__ = [
     "split_leave_out",
     "program_rows",
     "stats",
+    "noise_floor",
     "kernel_opcodes",
     "opcode_coverage",
 ]
@@ -453,7 +454,7 @@ def default_data_dir() -> Path:
     return bundled_dir() / BUNDLED_NAME
 
 
-def load_kernel_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
+def load_dataset(path: str | os.PathLike | None = None) -> KernelDataset:
     """Load a data folder (``schema.json`` + shards) or one ``.npz`` shard, validated.
 
     ``path=None`` loads the bundled ``kernels_cpu``. Raises FileNotFoundError when the data is
@@ -656,6 +657,18 @@ def opcode_coverage(ds: KernelDataset, kernels: np.ndarray | None = None) -> dic
     return {OPCODE_VOCAB[int(ids[i])]: int(counts[i]) for i in order}
 
 
+def noise_floor(ds: KernelDataset) -> dict[str, Any] | None:
+    """The label noise of a second measurement against the first (``noise.json`` of the data set's
+    folder, `tpucost.experiments.data.kernel_collection.measure_noise`; a device pack's
+    ``{"start", "end"}`` form gives its end's), or None when the folder has none."""
+    if ds.root is None or not (ds.root / NOISE_FILE).exists():
+        return None
+    noise = read_json_object(ds.root / NOISE_FILE)
+    if isinstance(noise.get("end") or noise.get("start"), dict):  # a device pack's two floors
+        noise = noise.get("end") or noise["start"]
+    return noise
+
+
 def stats(ds: KernelDataset) -> dict[str, Any]:
     """Summary: kernel and program counts, kernels per family/configuration, runtime quantiles, noise.
 
@@ -663,14 +676,9 @@ def stats(ds: KernelDataset) -> dict[str, Any]:
     ("families_written_by_others": those of `tpucost.experiments.programs.WRITTEN_BY_OTHERS`); "kernels_per_family"
     and "kernels_per_configuration" map a name to its number of kernel records (first
     occurrence); "programs" counts distinct programs over all sources. Noise comes from
-    ``noise.json`` next to the data (`measure_noise`; a device pack's ``{"start", "end"}`` form
-    gives its end's), else None. ``device`` is the fingerprint of the machine that measured the data.
+    `noise_floor`, else None. ``device`` is the fingerprint of the machine that measured the data.
     """
-    noise: dict[str, Any] = {}
-    if ds.root is not None and (ds.root / NOISE_FILE).exists():
-        noise = read_json_object(ds.root / NOISE_FILE)
-        if isinstance(noise.get("end") or noise.get("start"), dict):  # a device pack's two floors
-            noise = noise.get("end") or noise["start"]
+    noise = noise_floor(ds) or {}
     rt = ds.runtime_ns
     return {
         "kernels": len(ds),

@@ -8,7 +8,7 @@ n == i`` for ``shard=(i, n)``) under each applicable configuration, through the 
 ``parts/<program>__<config>.npz`` before its log line. `finalize` deduplicates the parts into the
 data set (`tpucost.experiments.data.kernel`); `merge` joins the folders of several shards (of one device).
 `measured_runs` and `dispatch_ns_per_kernel` read the log's measured pairs (wall times, summed
-labels); `measure_noise` re-measures a sample of kernels: the label noise floor (`noise_floor`,
+labels); `measure_noise` re-measures a sample of kernels: the label noise floor (`remeasure_noise`,
 written nowhere);
 `collection_progress` says what a run (or several) measured so far and which configurations and
 families still bring new kernels per minute of measuring; `occurrence_spread` how far apart the
@@ -36,7 +36,7 @@ from tpucost.experiments.data.kernel import (
     dedup,
     default_data_dir,
     from_graphs,
-    load_kernel_dataset,
+    load_dataset,
     read_shard,
     save_dataset,
     save_shard,
@@ -66,7 +66,7 @@ __all__ = [
     "NOISE_RUNS",
     "NOISE_COMPARISON",
     "measure_noise",
-    "noise_floor",
+    "remeasure_noise",
     "collection_progress",
     "occurrence_spread",
 ]
@@ -196,14 +196,14 @@ def collect(
     n_programs: int,
     seed: int = 0,
     shard: tuple[int, int] = (0, 1),
-    resume: bool = False,
-    repeats: int = 5,
-    configurations: Sequence[str] | None = None,
-    progress: bool = True,
-    families: Sequence[str] | None = None,
-    do_finalize: bool = True,
-    max_load: float | None = None,
     *,
+    families: Sequence[str] | None = None,
+    repeats: int = 5,
+    progress: bool = True,
+    max_load: float | None = None,
+    resume: bool = False,
+    configurations: Sequence[str] | None = None,
+    do_finalize: bool = True,
     max_steal: float | None = None,
     give_up_s: float = 1800.0,
     commit_every_s: float | None = None,
@@ -344,7 +344,7 @@ def merge(
     )
     save_dataset(ds, out_dir, shard_size)
     collection.merge_logs(roots, Path(out_dir))
-    return load_kernel_dataset(out_dir)
+    return load_dataset(out_dir)
 
 
 def measured_runs(
@@ -478,13 +478,13 @@ def measure_noise(
     ``|new - stored| / stored`` of the same kernel in the same pair (each the least over the
     kernel's instances in the program, `NOISE_COMPARISON`; stored: the pair's part in ``parts/``,
     else the data set's label) is the label noise: no model can predict labels closer than that. Returns (and writes to ``noise.json`` beside the data) its median and 90th
-    percentile, plus the per-kernel rows (`noise_floor`). Must run on the device that measured the
+    percentile, plus the per-kernel rows (`remeasure_noise`). Must run on the device that measured the
     data, in a fresh process (``python -m tpucost data noise``), on an otherwise idle machine. Each
     re-measured pair is one line of ``noise_runs/log.jsonl`` (`collection.run`): a killed run
     loses at most the pair it was measuring, and a rerun measures only the pairs still missing.
     """
     root = Path(data_dir) if data_dir is not None else default_data_dir()
-    result = noise_floor(
+    result = remeasure_noise(
         root,
         sample,
         seed,
@@ -500,7 +500,7 @@ def measure_noise(
     return result
 
 
-def noise_floor(
+def remeasure_noise(
     data_dir: str | os.PathLike,
     sample: int = 200,
     seed: int = 0,
@@ -518,7 +518,7 @@ def noise_floor(
     (``median_rel_ge5us``, ``p90_rel_ge5us``, ``n_ge5us``), ``time`` and the per-kernel ``rows``.
     """
     root = Path(data_dir)
-    ds = load_kernel_dataset(root)
+    ds = load_dataset(root)
     collection.require_device(ds.device, root, "a noise floor")
     repeats = repeats or max((int(e.get("repeats", 5)) for e in measured_runs(root)), default=5)
     picked = np.random.default_rng(seed).choice(len(ds), size=min(sample, len(ds)), replace=False)

@@ -37,8 +37,8 @@ A folder holds ``tiles.npz`` (the table and the format version), ``schema.json``
 for a collection, the `tpucost.experiments.data.collection` log and ``PROVENANCE.md``. Reading validates
 everything and raises ValueError naming the file and the field.
 
-Collection: `tpucost.experiments.data.tile_collection` (`collect_tiles`, `finalize_tiles`, `merge_tiles`, the
-noise floor `measure_tile_noise`).
+Collection: `tpucost.experiments.data.tile_collection` (`collect`, `finalize`, `merge`, the
+noise floor `measure_noise`).
 
 Splits (by problem)
 -------------------
@@ -102,8 +102,8 @@ __all__ = [
     "shape_sort_key",
     "from_problems",
     "feature_spec_for",
-    "save_tile_dataset",
-    "load_tile_dataset",
+    "save_dataset",
+    "load_dataset",
     "default_data_dir",
     "from_tpugraphs",
     "SPLITS",
@@ -434,7 +434,7 @@ def from_problems(
 # -------------------------------------------------------------------------------------- storage
 
 
-def save_tile_dataset(ds: TileDataset, out_dir: str | os.PathLike) -> Path:
+def save_dataset(ds: TileDataset, out_dir: str | os.PathLike) -> Path:
     """Write ``tiles.npz``, ``device.json`` and ``schema.json`` (last) into ``out_dir``, atomically."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -451,7 +451,7 @@ def default_data_dir() -> Path:
     return bundled_dir() / BUNDLED_NAME
 
 
-def load_tile_dataset(path: str | os.PathLike | None = None) -> TileDataset:
+def load_dataset(path: str | os.PathLike | None = None) -> TileDataset:
     """Load and validate a tile data folder; ``None`` loads the bundled ``tiles_cpu``.
 
     Raises FileNotFoundError when the folder holds no tile data set at all, ValueError naming the
@@ -463,13 +463,13 @@ def load_tile_dataset(path: str | os.PathLike | None = None) -> TileDataset:
         hint = f" {missing_bundled_hint(root)}" if path is None else ""
         log_hint = (
             f" {root / collection.LOG} exists: build the data set from it with "
-            f"`tpucost.experiments.data.tile_collection.finalize_tiles({str(root)!r})`."
+            f"`tpucost.experiments.data.tile_collection.finalize({str(root)!r})`."
             if (root / collection.LOG).exists()
             else ""
         )
         raise FileNotFoundError(
             f"no tile data set at {root} (no {SCHEMA_FILE}, no {TILES_FILE}). Collect one with "
-            f"`tpucost.experiments.data.tile_collection.collect_tiles(DIR, n_problems)`.{log_hint}{hint}"
+            f"`tpucost.experiments.data.tile_collection.collect(DIR, n_problems)`.{log_hint}{hint}"
         )
     for p in (schema_path, tiles_path, device_path):
         if not p.is_file():
@@ -708,7 +708,7 @@ def stats(ds: TileDataset) -> dict[str, Any]:
 
 def noise_floor(ds: TileDataset) -> dict[str, Any] | None:
     """The ranking metrics of a second measurement against the first (``noise.json`` of the data
-    set's folder, `measure_tile_noise`), or None when the folder has none."""
+    set's folder, `measure_noise`), or None when the folder has none."""
     if ds.root is None or not (Path(ds.root) / NOISE_FILE).is_file():
         return None
     report = read_json_object(Path(ds.root) / NOISE_FILE)

@@ -1,13 +1,13 @@
 """Collecting the tile data set: which problems, which configurations, measured and resumable.
 
-`collect_tiles` measures a deterministic list of problems (`problem_list`: the families in turn,
+`collect` measures a deterministic list of problems (`problem_list`: the families in turn,
 shapes drawn with ``tiles.sample_shapes`` in fixed blocks, so the first n problems of a longer list
 are the n problems of a shorter one), every n-th for ``shard=(i, n)``, through the resumable
 `tpucost.experiments.data.collection` (one log line per problem with its configs and runtimes). At most
 ``max_configs`` legal configurations of a problem are measured (`select_configs`). The data set
-(`tpucost.experiments.data.tile.TileDataset`) is rebuilt from the log (`finalize_tiles`), recomputing graphs and
-config features from (family, shape, dtype, config), which are deterministic; `merge_tiles` joins
-the folders of several shards. `measure_tile_noise` re-measures problems: the ranking noise floor.
+(`tpucost.experiments.data.tile.TileDataset`) is rebuilt from the log (`finalize`), recomputing graphs and
+config features from (family, shape, dtype, config), which are deterministic; `merge` joins
+the folders of several shards. `measure_noise` re-measures problems: the ranking noise floor.
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ from tpucost.experiments.data.tile import (
     PROVENANCE_FILE,
     TileDataset,
     TileProblem,
+    default_data_dir,
     from_problems,
-    load_tile_dataset,
+    load_dataset,
     problem_key,
-    save_tile_dataset,
+    save_dataset,
     shape_sort_key,
     shape_text,
     stats,
@@ -46,10 +47,10 @@ __all__ = [
     "SHAPE_BLOCK",
     "problem_list",
     "select_configs",
-    "collect_tiles",
-    "finalize_tiles",
-    "merge_tiles",
-    "measure_tile_noise",
+    "collect",
+    "finalize",
+    "merge",
+    "measure_noise",
     "measure_overhead_share",
     "sample_problems",
 ]
@@ -213,16 +214,17 @@ def _measure_problem(
     return entry
 
 
-def collect_tiles(
+def collect(
     out_dir: str | os.PathLike,
     n_problems: int,
     seed: int = 0,
     shard: tuple[int, int] = (0, 1),
+    *,
     families: Sequence[str] | None = None,
-    max_configs: int | None = 24,
     repeats: int = 5,
     progress: bool = True,
     max_load: float | None = None,
+    max_configs: int | None = 24,
     dtypes: Sequence[str] = ("float32",),
     lowering: str | None = None,
 ) -> TileDataset:
@@ -235,7 +237,7 @@ def collect_tiles(
     (`select_configs`), measured with ``tiles.measure_configs(..., repeats=repeats)``; then one log
     line. Problems already in the log are not measured again; the folder must have been measured
     on this device. With ``max_load``, waits before each problem while the 1-minute load average
-    is above it. Returns the data set of everything in the folder's log (`finalize_tiles`).
+    is above it. Returns the data set of everything in the folder's log (`finalize`).
     """
     if not 0 <= shard[0] < shard[1]:
         raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard}")
@@ -274,14 +276,14 @@ def collect_tiles(
         unit="problem",
     )
     call = (
-        f"collect_tiles({str(out)!r}, n_problems={n_problems}, seed={seed}, shard={tuple(shard)}, "
+        f"collect({str(out)!r}, n_problems={n_problems}, seed={seed}, shard={tuple(shard)}, "
         f"families={families!r}, max_configs={max_configs}, repeats={repeats}, max_load={max_load}, "
         f"dtypes={tuple(dtypes)!r}, lowering={lowering!r})"
     )
     return _build_and_save(out, collection.read_log(out), collection.read_device(out), call, [out], cache)
 
 
-def finalize_tiles(out_dir: str | os.PathLike) -> TileDataset:
+def finalize(out_dir: str | os.PathLike) -> TileDataset:
     """Rebuild ``out_dir``'s data set (``tiles.npz``, ``schema.json``, ``PROVENANCE.md``) from its log."""
     out = Path(out_dir)
     if not (out / collection.LOG).exists():
@@ -291,20 +293,20 @@ def finalize_tiles(out_dir: str | os.PathLike) -> TileDataset:
         raise ValueError(
             f"{out / collection.DEVICE}: missing: the device that measured {out / collection.LOG} is unknown"
         )
-    return _build_and_save(out, collection.read_log(out), dev, f"finalize_tiles({str(out)!r})", [out])
+    return _build_and_save(out, collection.read_log(out), dev, f"finalize({str(out)!r})", [out])
 
 
-def merge_tiles(dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> TileDataset:
-    """Join the collection folders ``dirs`` (shards of one device) into ``out_dir``.
+def merge(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> TileDataset:
+    """Join the collection folders ``folders`` (shards of one device) into ``out_dir``.
 
     Every folder must have a ``device.json`` naming the same device (ValueError naming two folders
     otherwise). ``out_dir`` gets their log lines (each distinct line once, folder order), the
     device, and the data set built from the merged log: a problem measured in several folders is
     taken from the first. Problems are stored in canonical order, so merged shards equal one run.
     """
-    roots = [Path(d) for d in dirs]
+    roots = [Path(d) for d in folders]
     if not roots:
-        raise ValueError("merge_tiles needs at least one folder")
+        raise ValueError("merge needs at least one folder")
     for r in roots:
         if not (r / collection.LOG).exists():
             raise FileNotFoundError(f"{r / collection.LOG}: not a tile collection folder (no log)")
@@ -315,7 +317,7 @@ def merge_tiles(dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / collection.DEVICE, dev)
     collection.merge_logs(roots, out)
-    call = f"merge_tiles({[str(r) for r in roots]!r}, {str(out)!r})"
+    call = f"merge({[str(r) for r in roots]!r}, {str(out)!r})"
     return _build_and_save(out, collection.read_log(out), dev, call, roots)
 
 
@@ -396,7 +398,7 @@ def _build_and_save(
     cache: dict[str, TileProblem] | None = None,
 ) -> TileDataset:
     ds = _build(entries, dev or {}, cache)
-    save_tile_dataset(ds, out)
+    save_dataset(ds, out)
     st = stats(ds)
     counts = (
         f"problems: {st['problems']} ({', '.join(f'{k} {v}' for k, v in st['problems_per_family'].items())}); "
@@ -416,7 +418,7 @@ def _build_and_save(
             ("n_problems", "seed", "shard", "families", "dtypes", "max_configs", "repeats", "lowering"),
         ),
     )
-    return load_tile_dataset(out)
+    return load_dataset(out)
 
 
 def sample_problems(n_problems: int, sample: int, seed: int) -> np.ndarray:
@@ -427,18 +429,23 @@ def sample_problems(n_problems: int, sample: int, seed: int) -> np.ndarray:
     )
 
 
-def measure_tile_noise(
-    out_dir: str | os.PathLike, sample: int = 20, seed: int = 0, repeats: int = 5, progress: bool = True
+def measure_noise(
+    data_dir: str | os.PathLike | None = None,
+    sample: int = 20,
+    seed: int = 0,
+    repeats: int = 5,
+    progress: bool = True,
 ) -> dict[str, Any]:
-    """Measure ``sample`` problems of a collected folder a second time; write and return ``noise.json``.
+    """Measure ``sample`` problems of a collected folder (default: the bundled data) a second time; write
+    and return ``noise.json``.
 
     The noise floor of the ranking metrics: Kendall's tau and top-k slowdown of the first
     measurement used as a "model" of the second. No model can agree with a measurement much better
     than a second measurement does. Must run on the device that collected the folder, in the same
     label mode, on a quiet machine.
     """
-    out = Path(out_dir)
-    ds = load_tile_dataset(out)
+    out = Path(data_dir) if data_dir is not None else default_data_dir()
+    ds = load_dataset(out)
     fp = collection.require_device(ds.device, out / collection.DEVICE, "a noise floor")
     chosen = sample_problems(len(ds), sample, seed)
     first, second, rows = [], [], []
@@ -491,7 +498,7 @@ def measure_overhead_share(
     that measured (both runtimes of a share are this device's; the data set's labels are not used),
     and per problem its median share and how many configurations it has.
     """
-    ds = load_tile_dataset(data_dir)
+    ds = load_dataset(data_dir)
     lowering = lowering or ds.lowering
     chosen = sample_problems(len(ds), sample, seed)
     rows, every = [], []

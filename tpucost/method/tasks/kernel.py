@@ -6,9 +6,10 @@ kernels (`TargetNorm`); the loss is the squared error on that target (`tpucost.m
 ``"mse"``), and `KernelTask` is what `tpucost.method.train.train_and_evaluate` trains. Batches are
 padded to buckets (`tpucost.method.features.pad_to_bucket`), so each bucket combination compiles once.
 
-`predict` runs a trained model on kernel graphs; `load_model` reads one checkpoint and
-`load_method` one method of an experiment folder (a network, the analytical model or the constant
-baseline) as a predictor, what `tpucost.method.costmodel.CostModel` serves. Training every method
+`train_model` trains one network on a split, `predict` runs a trained model on kernel graphs (log
+runtime), `load_model` reads one checkpoint (a `TrainedModel`, the record the tile task's
+`load_model` returns too) and `load_method` one method of an experiment folder (a network, the
+analytical model or the constant baseline) as a predictor, what `tpucost.method.costmodel.CostModel` serves. Training every method
 of a split and scoring it (Table 2) is `tpucost.experiments.kernel_experiments.train_models`.
 
 Taught in notebook 03, sections 2-3. The tile task (`tpucost.method.tasks.tile`) has the same verbs.
@@ -32,25 +33,31 @@ from flax import nnx
 from tpucost.method import analytical, baselines, checkpoint, features, losses, train
 from tpucost.method.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.method.models import DEFAULT_LENGTH_BUCKETS, ModelConfig, sequence_index
+from tpucost.method.splits import Split
 
 __all__ = [
-    "LOSS",
+    "LOSSES",
+    "DEFAULT_LOSS",
     "METHODS",
     "TargetNorm",
     "KernelBatch",
     "KernelData",
     "KernelTask",
     "length_grouped_order",
-    "KernelModel",
+    "TrainedModel",
     "SavedMethod",
     "predict",
     "default_model_dir",
     "load_model",
+    "load_trained",
+    "train_model",
     "load_method",
 ]
 
 #: The kernel task's loss, a name in `tpucost.method.losses.LOSSES`: squared error on standardised log runtime.
-LOSS = "mse"
+DEFAULT_LOSS = "mse"
+#: Losses a kernel model can be trained with: only `DEFAULT_LOSS` (the tile task has several).
+LOSSES: tuple[str, ...] = (DEFAULT_LOSS,)
 #: The methods of an experiment folder, in table order: gnn, lstm, analytical, constant.
 METHODS: tuple[str, ...] = ("gnn", "lstm", "analytical", "constant")
 #: An experiment folder's analytical model.
@@ -240,7 +247,7 @@ class KernelTask:
     def loss(
         self, model: nnx.Module, batch: KernelBatch, dropout_key: jax.Array | None
     ) -> tuple[jax.Array, jax.Array]:
-        """Sum of squared errors on standardised log runtime (the registered loss `LOSS`, each
+        """Sum of squared errors on standardised log runtime (the registered loss `DEFAULT_LOSS`, each
         kernel a list of one), and the number of real kernels."""
         pred = model(
             batch.graph,
@@ -249,12 +256,30 @@ class KernelTask:
             batch.seq_index,
             dropout_key=dropout_key,
         )
-        per_kernel = losses.get(LOSS)(pred[:, None], batch.graph.globals, where=batch.graph_mask[:, None])
+        per_kernel = losses.get(DEFAULT_LOSS)(
+            pred[:, None], batch.graph.globals, where=batch.graph_mask[:, None]
+        )
         return jnp.sum(jnp.where(batch.graph_mask, per_kernel, 0.0)), batch.graph_mask.sum()
 
     def metadata(self) -> dict[str, Any]:
         """``{"task": "kernel", "norm": {"mean", "std"}, "features": the data's FeatureSpec dict}``."""
         return {"task": self.name, "norm": self.norm.to_dict(), "features": self.dataset.features.to_dict()}
+
+
+def train_model(
+    dataset: KernelData,
+    split: Split,
+    workdir: str | os.PathLike | None,
+    config: train.TrainConfig | None = None,
+    *,
+    progress: bool = True,
+) -> train.TrainResult:
+    """Train one kernel network (``config.model.kind``: the GNN by default) on ``split.train``, early
+    stopping on ``split.val``; its best model is ``workdir/best`` (`load_model` reads it), and a killed
+    run resumes from ``workdir`` (None: kept in memory only). The tile task's `train_model` has the same shape."""
+    config = config or train.TrainConfig()
+    task = KernelTask.fit(dataset, split.train, config.model)
+    return train.train_and_evaluate(task, config, split.train, split.val, workdir=workdir, progress=progress)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,8 +328,9 @@ def default_model_dir(split: str = "random") -> Path:
     return checkpoint.bundled_checkpoints_dir() / f"kernel-{split}"
 
 
-class KernelModel(NamedTuple):
-    """A loaded kernel-task checkpoint: the model, its target norm, its config and all its metadata.
+class TrainedModel(NamedTuple):
+    """A loaded checkpoint of either task (`load_model` here and in `tpucost.method.tasks.tile`):
+    the model, its target norm, its config and all its metadata.
 
     ``config`` is the `tpucost.method.train.TrainConfig` when one was saved, else the `ModelConfig`.
     """
@@ -316,22 +342,49 @@ class KernelModel(NamedTuple):
 
 
 def load_model(
-    path_dir: str | os.PathLike,
-    spec: FeatureSpec = TPUCOST_FEATURES,
+    path: str | os.PathLike | None = None,
+    spec: FeatureSpec | None = TPUCOST_FEATURES,
     spec_of: str = "tpucost's featurize",
     build: checkpoint.Build | None = None,
-) -> KernelModel:
-    """Load a kernel-task checkpoint folder (`tpucost.method.checkpoint.load`, ``build`` passed on)
-    trained on feature spec ``spec``.
+) -> TrainedModel:
+    """Load a kernel model -> `TrainedModel` (model, target norm, config, metadata), trained on
+    feature spec ``spec`` (None: any).
+
+    ``path`` is a checkpoint folder, an experiment folder (its ``gnn/``) or a training workdir holding
+    ``best/`` (`train_model`); default: the bundled
+    random-split GNN (`default_model_dir`). The same record as the tile task's `load_model`;
+    ``build`` is passed on to `tpucost.method.checkpoint.load`.
 
     Raises:
       ValueError: a file or field is missing or corrupt (one line naming the file), the folder
         holds another task's model, or the model was trained on another feature spec.
     """
-    saved = checkpoint.load(path_dir, spec, spec_of=spec_of, build=build)
-    cfg_file = Path(path_dir) / checkpoint.CONFIG_FILE
-    if saved.task != "kernel":
-        raise ValueError(f"checkpoint {cfg_file}: a {saved.task!r} task model, not a kernel one")
+    path = Path(path or default_model_dir())
+    if (path / "gnn").is_dir():  # an experiment folder: its GNN
+        path = path / "gnn"
+    if (path / train.BEST_DIR).is_dir():  # a training workdir: its best model
+        path = path / train.BEST_DIR
+    return load_trained(path, "kernel", spec, spec_of, build)
+
+
+def load_trained(
+    path: str | os.PathLike,
+    task: str,
+    spec: FeatureSpec | None = None,
+    spec_of: str = "the data",
+    build: checkpoint.Build | None = None,
+) -> TrainedModel:
+    """The checkpoint folder ``path`` (`tpucost.method.checkpoint.load`) of a ``task`` model
+    (``"kernel"`` or ``"tile"``) with its target norm and training config: both tasks' `load_model`.
+
+    Raises:
+      ValueError: a file or field is missing or corrupt (one line naming the file), the folder
+        holds another task's model, or the model was trained on another feature spec than ``spec``.
+    """
+    saved = checkpoint.load(path, spec, spec_of=spec_of, build=build)
+    cfg_file = Path(path) / checkpoint.CONFIG_FILE
+    if saved.task != task:
+        raise ValueError(f"checkpoint {cfg_file}: a {saved.task!r} task model, not a {task} model")
     if "norm" not in saved.meta:
         raise ValueError(f"checkpoint {cfg_file} is missing field 'norm'")
     try:
@@ -339,7 +392,7 @@ def load_model(
         config = train.TrainConfig.from_dict(saved.meta["train"]) if saved.meta.get("train") else saved.config
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"checkpoint {cfg_file}: field 'norm' or 'train': {err}") from err
-    return KernelModel(saved.model, norm, config, saved.meta)
+    return TrainedModel(saved.model, norm, config, saved.meta)
 
 
 class SavedMethod(NamedTuple):

@@ -18,7 +18,7 @@ import dataclasses
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -27,20 +27,18 @@ import numpy as np
 from flax import nnx
 
 from tpucost.method import checkpoint, features, losses, train
+from tpucost.method.features import FeatureSpec, KernelGraph
 from tpucost.method.models import ModelConfig
 from tpucost.method.splits import Split
-from tpucost.method.tasks.kernel import TargetNorm
-
-# The data set is the experiments' (`tpucost.experiments.data.tile`); the task only reads it.
-if TYPE_CHECKING:
-    from tpucost.experiments.data.tile import TileDataset
+from tpucost.method.tasks.kernel import TargetNorm, TrainedModel, load_trained
 
 __all__ = [
-    "LOSS_NAMES",
+    "LOSSES",
     "METHOD_OF_LOSS",
     "METHODS",
     "DEFAULT_LOSS",
     "TileBatch",
+    "TileData",
     "TileTask",
     "model_config",
     "train_config",
@@ -54,7 +52,7 @@ __all__ = [
 ]
 
 #: Losses a tile model can be trained with: every loss of `tpucost.method.losses.LOSSES`.
-LOSS_NAMES: tuple[str, ...] = tuple(losses.LOSSES)
+LOSSES: tuple[str, ...] = tuple(losses.LOSSES)
 #: Table 3 row name of the model trained with each loss (`tpucost.method.losses.LOSSES`).
 METHOD_OF_LOSS: dict[str, str] = {name: loss.model_name for name, loss in losses.LOSSES.items()}
 #: The learned methods of Table 3 (one per loss), in the order of `tpucost.method.losses.LOSSES`.
@@ -83,6 +81,22 @@ class TileBatch(NamedTuple):
     config_features: np.ndarray
     config_mask: np.ndarray
     targets: np.ndarray
+
+
+class TileData(Protocol):
+    """What the task reads of a tile data set (a `tpucost.experiments.data.tile.TileDataset`, or a stand-in in tests)."""
+
+    features: FeatureSpec
+    config_feature_names: Sequence[str]
+    source: str
+
+    def __len__(self) -> int: ...
+
+    def graph(self, i: int) -> KernelGraph: ...
+
+    def config_features(self, i: int) -> np.ndarray: ...
+
+    def runtime_ns(self, i: int) -> np.ndarray: ...
 
 
 def _config_bucket(needed: int) -> int:
@@ -135,13 +149,13 @@ class TileTask:
     """The tile task for `tpucost.method.train.train_and_evaluate` (see `tpucost.method.train.Task`).
 
     Args:
-      dataset: a `tpucost.experiments.data.tile.TileDataset`.
+      dataset: the kernels, their configurations and runtimes (`TileData`).
       norm: standardisation of log runtime (fit it on the TRAINING kernels: `TileTask.fit`).
-      loss_name: a name in `LOSS_NAMES`.
+      loss_name: a name in `LOSSES`.
       max_configs: most configurations of one kernel in one training batch.
     """
 
-    dataset: TileDataset
+    dataset: TileData
     norm: TargetNorm
     loss_name: str = DEFAULT_LOSS
     max_configs: int = 32
@@ -151,7 +165,7 @@ class TileTask:
         self._loss_fn = losses.get(self.loss_name)
 
     @classmethod
-    def fit(cls, dataset: TileDataset, train_part: Sequence[int], **kwargs: Any) -> TileTask:
+    def fit(cls, dataset: TileData, train_part: Sequence[int], **kwargs: Any) -> TileTask:
         """A task whose target norm is fitted on the runtimes of the kernels ``train_part``."""
         runtimes = np.concatenate([dataset.runtime_ns(int(i)) for i in train_part])
         return cls(dataset, TargetNorm.fit(runtimes), **kwargs)
@@ -218,7 +232,7 @@ class TileTask:
 
 
 def model_config(
-    dataset: TileDataset, base: ModelConfig | None = None, config_join: str = "late"
+    dataset: TileData, base: ModelConfig | None = None, config_join: str = "late"
 ) -> ModelConfig:
     """A GraphSAGE `ModelConfig` whose feature spec matches ``dataset`` (node and config features).
 
@@ -266,7 +280,7 @@ def predict(
     return out
 
 
-def dataset_scores(model: nnx.Module, dataset: TileDataset, part: Sequence[int]) -> list[np.ndarray]:
+def dataset_scores(model: nnx.Module, dataset: TileData, part: Sequence[int]) -> list[np.ndarray]:
     """`predict` for the kernels ``part`` of a data set (every configuration of each)."""
     part = [int(i) for i in part]
     return predict(model, [dataset.graph(i) for i in part], [dataset.config_features(i) for i in part])
@@ -282,22 +296,22 @@ def default_model_dir(split: str = "random", loss: str = DEFAULT_LOSS) -> Path:
     return checkpoint.bundled_checkpoints_dir() / f"tile-{split}-{loss}"
 
 
-def load_model(path: str | os.PathLike | None = None) -> tuple[nnx.Module, dict[str, Any]]:
-    """Load a tile model -> (model, its config.json with the task metadata: loss, norm, features).
+def load_model(
+    path: str | os.PathLike | None = None, spec: FeatureSpec | None = None, spec_of: str = "the data"
+) -> TrainedModel:
+    """Load a tile model -> `TrainedModel` (model, target norm, config, metadata: loss, features),
+    trained on feature spec ``spec`` (None: any).
 
     ``path`` is a checkpoint folder or a training workdir holding ``best/``; default: the bundled
-    random-split rank model.
+    random-split rank model (`default_model_dir`). The same record as the kernel task's `load_model`.
     """
     path = Path(path or default_model_dir())
     if (path / train.BEST_DIR).is_dir():  # a training workdir: its best model
         path = path / train.BEST_DIR
-    saved = checkpoint.load(path)
-    if saved.task != "tile":
-        raise ValueError(f"checkpoint {path} is a {saved.task!r} model, not a tile model")
-    return saved.model, saved.meta
+    return load_trained(path, "tile", spec, spec_of)
 
 
-def train_config(dataset: TileDataset, **changes: Any) -> train.TrainConfig:
+def train_config(dataset: TileData, **changes: Any) -> train.TrainConfig:
     """The bundled tile models' training settings for ``dataset`` (16 kernels per batch, 40
     epochs, patience 8), with ``changes`` (e.g. ``epochs=10``) applied."""
     config = train.TrainConfig(model=model_config(dataset), batch_size=16, epochs=40, patience=8)
@@ -305,15 +319,17 @@ def train_config(dataset: TileDataset, **changes: Any) -> train.TrainConfig:
 
 
 def train_model(
-    dataset: TileDataset,
+    dataset: TileData,
     split: Split,
-    loss: str,
-    workdir: str | os.PathLike,
+    workdir: str | os.PathLike | None,
     config: train.TrainConfig | None = None,
+    *,
+    loss: str = DEFAULT_LOSS,
     progress: bool = True,
 ) -> train.TrainResult:
     """Train one tile model with ``loss`` on ``split.train`` (early stopping on ``split.val``;
-    default settings: `train_config`)."""
+    default settings: `train_config`); its best model is ``workdir/best`` (`load_model` reads it; None:
+    kept in memory only)."""
     config = config or train_config(dataset)
     task = TileTask.fit(dataset, split.train, loss_name=loss)
     return train.train_and_evaluate(task, config, split.train, split.val, workdir=workdir, progress=progress)
