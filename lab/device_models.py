@@ -294,7 +294,9 @@ class DeviceKernelTask(KernelTask):
         pred = model(
             k.graph, k.node_mask, k.graph_mask, k.seq_index, dropout_key=dropout_key, device=batch.device
         )
-        per_kernel = losses.get(kernel_task.DEFAULT_LOSS)(pred[:, None], k.graph.globals, where=k.graph_mask[:, None])
+        per_kernel = losses.get(kernel_task.DEFAULT_LOSS)(
+            pred[:, None], k.graph.globals, where=k.graph_mask[:, None]
+        )
         return jnp.sum(jnp.where(k.graph_mask, per_kernel, 0.0)), k.graph_mask.sum()
 
     def metadata(self) -> dict[str, Any]:
