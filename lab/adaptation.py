@@ -67,7 +67,7 @@ from tpucost.method import baselines, checkpoint, device, metrics, train
 from tpucost.method.correction import kernel_class
 from tpucost.method.costmodel import CostModel
 from tpucost.method.features import KernelGraph
-from tpucost.method.tasks.kernel import TrainedModel, KernelTask, default_model_dir
+from tpucost.method.tasks.kernel import KernelTask, TrainedModel, default_model_dir
 
 __all__ = [
     "NETWORKS",

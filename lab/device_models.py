@@ -36,7 +36,7 @@ from tpucost.method import checkpoint, losses
 from tpucost.method.features import TPUCOST_FEATURES, FeatureSpec, KernelGraph
 from tpucost.method.models import GraphSAGE, LSTMBaseline, ModelConfig
 from tpucost.method.tasks import kernel as kernel_task
-from tpucost.method.tasks.kernel import KernelBatch, TrainedModel, KernelTask, TargetNorm
+from tpucost.method.tasks.kernel import KernelBatch, KernelTask, TargetNorm, TrainedModel
 
 __all__ = [
     "DESCRIPTORS_EXTRA",
