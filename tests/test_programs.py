@@ -144,11 +144,11 @@ def test_same_seed_same_programs():
 
 def test_program_ids_are_unique_and_seeds_differ():
     seed0 = list(_programs(N_ALL, 0))
-    seed1 = list(_programs(N_PAST, 3)[:N_ALL])
-    ids = [p.program_id for p in seed0 + seed1]
+    seed3 = list(_programs(N_PAST, 3)[:N_ALL])
+    ids = [p.program_id for p in seed0 + seed3]
     assert len(set(ids)) == len(ids)
     assert seed0[0].program_id == f"{WRITTEN_HERE[0]}-forward-0-0"
-    assert sum(a.hparams != b.hparams for a, b in zip(seed0, seed1, strict=True)) > N_ALL // 2
+    assert sum(a.hparams != b.hparams for a, b in zip(seed0, seed3, strict=True)) > N_ALL // 2
 
 
 def test_hparams_are_json_serialisable():
@@ -158,7 +158,7 @@ def test_hparams_are_json_serialisable():
         assert program.hparams["dtype"] in ("float32", "bfloat16")
 
 
-@pytest.mark.parametrize("n", [N_ALL, N_ALL + 5])
+@pytest.mark.parametrize("n", [N_ALL, N_PAST])
 def test_any_long_prefix_covers_every_family_and_form(n):
     pairs = {(p.family, p.form) for p in _programs(N_PAST, 3)[:n]}  # generation yields one id at a time
     assert pairs == {(f, form) for f in DEFAULT_FAMILIES for form in FORMS}
