@@ -24,6 +24,11 @@ unexport PYTHONDONTWRITEBYTECODE
 
 # Test processes run side by side (pytest-xdist); the tests marked `quiet` then run alone.
 JOBS ?= 2
+# How xdist hands them out: worksteal gives each process one contiguous half of the collected
+# tests, and an idle process takes half of what the other has left; xdist's default, load, hands
+# out consecutive chunks that shrink as the run goes, so more files are split between the two
+# processes, and both then build such a file's module fixtures and compile the programs it shares.
+DIST ?= worksteal
 # The files that hold tests marked `quiet` (collecting only these saves ~10 s per timing phase;
 # tests/conftest.py refuses a quiet test this would miss).
 QUIET_FILES := $(shell grep -l 'mark\.quiet' tests/test_*.py)
@@ -74,7 +79,7 @@ test: test-newest test-colab
 ## on its Python), and the newest runtime's executed copies (build/tested-notebooks) are rendered into
 ## build/tested-site, which the browser tests then check (a missing browser or book fails)
 test-newest: $(STAMP) browser
-	TPUCOST_COLAB_PYTHON=$(COLAB_PYTHON) $(PY) -m pytest -n $(JOBS) -m "not quiet and not browser"
+	TPUCOST_COLAB_PYTHON=$(COLAB_PYTHON) $(PY) -m pytest -n $(JOBS) --dist $(DIST) -m "not quiet and not browser"
 	$(PY) -m pytest -m "quiet and not browser" $(QUIET_FILES)
 	$(PY) tools/build_docs.py --executed build/tested-notebooks --out build/tested-site
 	TPUCOST_REQUIRE_BROWSER=1 TPUCOST_SITE=build/tested-site $(PY) -m pytest -p no:cacheprovider -m browser tests/test_site.py
@@ -83,13 +88,13 @@ test-newest: $(STAMP) browser
 ## compile options, Pallas), and every test marked `tpu` (compiling for a TPU v5e with Colab's jax and
 ## its libtpu: every corpus family, the examples, the notebooks' TPU programs, Mosaic), then its timing tests alone
 test-colab: $(COLAB_STAMP)
-	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) -m "((core and not slow) or tpu) and not notebooks and not quiet and not newest_only"
+	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -n $(JOBS) --dist $(DIST) -m "((core and not slow) or tpu) and not notebooks and not quiet and not newest_only"
 	TPUCOST_PINS=constraints-colab.txt $(COLAB_PY) -m pytest -m "core and quiet and not newest_only" $(QUIET_FILES)
 
 ## check: the edit loop: unit tests only (nothing timed on the device, no training runs, no notebooks,
 ## no compiling for a TPU)
 check: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -m "not measures and not slow and not notebooks and not tpu"
+	$(PY) -m pytest -n $(JOBS) --dist $(DIST) -m "not measures and not slow and not notebooks and not tpu"
 
 ## lab: open JupyterLab on notebooks/
 lab: $(STAMP)

@@ -10,6 +10,7 @@ machine's CPU; nothing is timed.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import multiprocessing.process
@@ -124,21 +125,31 @@ def test_once_jax_started_its_default_backend_decides(monkeypatch):
     assert device.expected_backend() == "tpu"
 
 
-def test_the_decision_reads_jax_platforms_without_starting_jax():
+@functools.cache
+def _fresh_process(platforms: str) -> list[str]:
+    """The lines a fresh process under ``JAX_PLATFORMS=platforms`` prints: the backend it expects and
+    whether JAX started (line 1), then, on Linux, its cores and its pinning after `pin_to_one_core` (line 2).
+    One process per platform serves both tests below (each start imports jax: seconds)."""
     code = (
         "import os, jax; from tpucost.method import device; from tpucost.compat import backend_started; "
-        "print(device.expected_backend(), backend_started())"
+        "print(device.expected_backend(), backend_started())\n"
+        "if hasattr(os, 'sched_setaffinity'): p = device.pin_to_one_core(); print(len(os.sched_getaffinity(0)), p)"
     )
+    env = {k: v for k, v in os.environ.items() if k != "TPUCOST_LABEL_CORE"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, "JAX_PLATFORMS": platforms},
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.splitlines()
+
+
+def test_the_decision_reads_jax_platforms_without_starting_jax():
     for platforms, expected in (("tpu", "tpu"), ("cpu", "cpu")):
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "JAX_PLATFORMS": platforms},
-            timeout=120,
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        assert out.stdout.split() == [expected, "False"]
+        assert _fresh_process(platforms)[0].split() == [expected, "False"]
 
 
 # ------------------------------------------------------------------------------------- pinning
@@ -174,19 +185,10 @@ def test_on_cpu_it_still_pins_to_one_core(monkeypatch, pins):
     not hasattr(os, "sched_setaffinity") or device.usable_cores() < 2, reason="needs Linux and two cores"
 )
 def test_a_real_process_pins_on_cpu_and_not_when_jax_will_run_on_a_tpu():
-    code = "import os; from tpucost.method import device; p = device.pin_to_one_core(); print(len(os.sched_getaffinity(0)), p)"
     cores = device.usable_cores()
     for platforms, expected in (("cpu", "1 pinned to core"), ("tpu", f"{cores} not pinned: JAX runs on tpu")):
-        env = {k: v for k, v in os.environ.items() if k != "TPUCOST_LABEL_CORE"}
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            env={**env, "JAX_PLATFORMS": platforms},
-            timeout=120,
-        )
-        assert out.returncode == 0, out.stderr[-2000:]
-        assert out.stdout.startswith(expected), out.stdout
+        line = _fresh_process(platforms)[1]
+        assert line.startswith(expected), line
 
 
 # ----------------------------------------------------------------------- no second process on a TPU

@@ -3,6 +3,7 @@ and every configuration changes how some program is cut into kernels."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import jax
@@ -38,9 +39,20 @@ pytestmark = pytest.mark.core  # also run on Colab's versions (make test-colab)
 N_ALL = len(DEFAULT_FAMILIES) * len(FORMS)  # 42: the shortest prefix holding every family in every form
 
 
+@functools.cache
+def _programs(n: int, seed: int) -> tuple[Program, ...]:
+    """The first ``n`` programs of ``seed``, built once per test process (each build initialises
+    parameters and compiles an optimizer: the tests below share them rather than rebuild them)."""
+    return tuple(generate_programs(n, seed=seed))
+
+
+#: Past the first round of every family and form (seed 3): the programs most tests below read.
+N_PAST = N_ALL + 5
+
+
 @pytest.fixture(scope="module")
 def first_programs() -> list[Program]:
-    return list(generate_programs(N_ALL, seed=0))
+    return list(_programs(N_ALL, 0))
 
 
 def _finite(tree) -> bool:
@@ -87,8 +99,8 @@ def test_the_default_corpus_stays_the_programs_it_was():
 
 
 def test_program_ids_name_the_programs_without_building_them():
-    ids = program_ids(N_ALL + 3, seed=4)
-    assert ids == [p.program_id for p in generate_programs(N_ALL + 3, seed=4)]
+    ids = program_ids(N_PAST, seed=3)
+    assert ids == [p.program_id for p in _programs(N_PAST, 3)]
     # keras_* ids need no Keras: nothing is built (on Colab's versions, Keras is not installed)
     others = program_ids(2 * len(FAMILIES), seed=0, families=FAMILIES)
     assert others[len(WRITTEN_HERE)] == f"{WRITTEN_BY_OTHERS[0]}-forward-0-{len(WRITTEN_HERE)}"
@@ -121,8 +133,8 @@ def test_forward_runs_for_another_seed(family):
 
 
 def test_same_seed_same_programs():
-    first = list(generate_programs(N_ALL + 5, seed=3))  # past the first round of every family and form
-    again = list(generate_programs(N_ALL + 5, seed=3))
+    first = _programs(N_PAST, 3)
+    again = list(generate_programs(N_PAST, seed=3))  # built afresh
     assert [p.program_id for p in first] == [p.program_id for p in again]
     assert [p.hparams for p in first] == [p.hparams for p in again]
     for a, b in zip(first, again, strict=True):
@@ -131,24 +143,24 @@ def test_same_seed_same_programs():
 
 
 def test_program_ids_are_unique_and_seeds_differ():
-    seed0 = list(generate_programs(N_ALL, seed=0))
-    seed1 = list(generate_programs(N_ALL, seed=1))
-    ids = [p.program_id for p in seed0 + seed1]
+    seed0 = list(_programs(N_ALL, 0))
+    seed3 = list(_programs(N_PAST, 3)[:N_ALL])
+    ids = [p.program_id for p in seed0 + seed3]
     assert len(set(ids)) == len(ids)
     assert seed0[0].program_id == f"{WRITTEN_HERE[0]}-forward-0-0"
-    assert sum(a.hparams != b.hparams for a, b in zip(seed0, seed1, strict=True)) > N_ALL // 2
+    assert sum(a.hparams != b.hparams for a, b in zip(seed0, seed3, strict=True)) > N_ALL // 2
 
 
 def test_hparams_are_json_serialisable():
-    for program in generate_programs(2 * N_ALL, seed=5):
+    for program in _programs(N_ALL, 0) + _programs(N_PAST, 3):  # two seeds, each family and form twice
         text = json.dumps(program.hparams, sort_keys=True)
         assert json.loads(text) == program.hparams
         assert program.hparams["dtype"] in ("float32", "bfloat16")
 
 
-@pytest.mark.parametrize("n", [N_ALL, N_ALL + 5])
+@pytest.mark.parametrize("n", [N_ALL, N_PAST])
 def test_any_long_prefix_covers_every_family_and_form(n):
-    pairs = {(p.family, p.form) for p in generate_programs(n, seed=2)}
+    pairs = {(p.family, p.form) for p in _programs(N_PAST, 3)[:n]}  # generation yields one id at a time
     assert pairs == {(f, form) for f in DEFAULT_FAMILIES for form in FORMS}
 
 

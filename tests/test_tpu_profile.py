@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 from jax.profiler import ProfileData
 
 from tpucost import compat
+from tpucost.cli import main
 from tpucost.cli.trace_command import trace_table
 from tpucost.method import backends, hlo, kernels, profiles, trace_events, wire
 from tpucost.method.costmodel import CostModel
@@ -154,29 +153,25 @@ def test_program_ids_are_fingerprints_and_modules_match_by_name(report):
 
 
 @pytest.mark.parametrize("damage", ["garbled", "truncated"])
-def test_a_damaged_profile_is_one_line(tmp_path, damage):
+def test_a_damaged_profile_is_one_line(tmp_path, damage, capfd):
+    """In process (capfd also holds what C++ writes to the file descriptors); a fresh process's
+    one-line errors are checked once for every command in test_autotune.py."""
     data = PROFILE.read_bytes()
     # the damaged xprof copy: the file went through a lossy UTF-8 decode (its README)
     bad = data.decode("utf-8", "replace").encode("utf-8") if damage == "garbled" else data[: len(data) // 2]
     path = tmp_path / "bad.xplane.pb"
     path.write_bytes(bad)
-    run = subprocess.run(
-        [sys.executable, "-m", "tpucost", "trace", str(path)], capture_output=True, text=True, check=False
-    )
-    assert run.returncode == 2 and run.stdout == ""
-    assert (
-        run.stderr.count("\n") == 1 and str(path) in run.stderr and "not an xplane.pb profile" in run.stderr
-    )
+    capfd.readouterr()
+    assert main(["trace", str(path)]) == 2
+    run = capfd.readouterr()
+    assert run.out == ""
+    assert run.err.count("\n") == 1 and str(path) in run.err and "not an xplane.pb profile" in run.err
 
 
-def test_trace_json_has_the_documented_keys():
-    run = subprocess.run(
-        [sys.executable, "-m", "tpucost", "trace", str(PROFILE), "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    out = json.loads(run.stdout)
+def test_trace_json_has_the_documented_keys(capfd):
+    capfd.readouterr()
+    assert main(["trace", str(PROFILE), "--json"]) == 0
+    out = json.loads(capfd.readouterr().out)
     module = out["modules"][0]
     assert {"module", "device", "runs", "mean_run_ns", "kernels"} <= set(module)
     assert {"name", "n", "mean_ns", "xla_estimated_cycles"} <= set(module["kernels"][0])
