@@ -1,5 +1,6 @@
 """Tests of scoring a model on families its training data never ran
-(`tpucost.experiments.new_families`, ``python -m tpucost evaluate --new-families DIR``).
+(`tpucost.experiments.new_families`; the command that printed it, ``evaluate --new-families DIR``, left
+``python -m tpucost`` with issue 53).
 
 The data sets are a few hundred kernels of the bundled data set (`device_packs.small_subset`), cut
 by family: the model's training data holds the kernels that only ``mlp`` programs ran, the new
@@ -16,7 +17,6 @@ import numpy as np
 import pytest
 from device_packs import small_subset
 
-from tpucost import cli
 from tpucost.experiments import kernel_experiments, new_families, results
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.method import checkpoint, features, metrics
@@ -159,26 +159,6 @@ def test_calibration_by_family_is_fitted_on_the_other_families_only(cut):
     ape = 100 * np.abs(calibrated / rows.true - 1)
     for f, expected in (("cnn", 200.0), ("jraph_gnn", 100 * 2 / 3)):
         np.testing.assert_allclose(ape[np.isin(rows.where, only[f]) & (family == f)], expected, rtol=1e-9)
-
-
-def test_the_command_prints_the_table_and_judges_against_the_heuristics(cut, capsys):
-    _, new, root = cut
-    (root / "new" / kernel_data.NOISE_FILE).write_text(
-        json.dumps({"median_rel_ge5us": 0.03, "p90_rel_ge5us": 0.2, "n_ge5us": 40})
-    )
-    args = ["evaluate", "--model", str(root / "models"), "--data", str(root / "training")]
-    args += ["--new-families", str(root / "new"), "--methods", "constant"]
-    assert cli.main(args) == 0
-    text = capsys.readouterr().out
-    assert "programs of 2 families the model never trained on" in text
-    assert "noise floor (kernels >= 5 us, single): median 3.0%, p90 20.0% over 40 kernels" in text
-    assert "| jraph_gnn |" in text and "| cnn |" in text
-    assert "best heuristic" not in text  # only heuristics were scored: nothing to judge
-    assert cli.main([*args, "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["noise"]["median_rel_ge5us"] == 0.03 and set(result["methods"]) == set(BASELINES)
-    assert cli.main([*args[:-4], "--new-families", str(root / "training")]) == 2
-    assert "error: data set" in capsys.readouterr().err
 
 
 def _scores(median_ape, n=10):
