@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from lab import adaptation
-from tpucost.cli.common import all_cores_flag, emit, fail, label_mode
+from tpucost.cli import add_options, emit, fail, label_mode
 
 __all__ = ["add_adapt_command", "cmd_adapt"]
 
@@ -74,5 +74,5 @@ def add_adapt_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
-    all_cores_flag(p)
+    add_options(p, "--all-cores")
     p.set_defaults(func=cmd_adapt)

@@ -1,7 +1,7 @@
 """Command line of the lab: ``python -m lab <command> ...``, the research commands no notebook needs.
 
 The book's commands are ``python -m tpucost``'s. Each command lives in a module of `lab`; they share
-`tpucost.cli.common` (JSON or table output, one-line errors and warnings, the label mode).
+`tpucost.cli` (JSON or table output, one-line errors and warnings, the label mode).
 ``python -m lab --help`` lists the commands and ``python -m lab COMMAND --help`` their options; the
 book's "Command line" page (docs/cli.md, "Lab commands") shows them with examples.
 """
@@ -17,7 +17,7 @@ from lab.device_commands import add_device_commands
 from lab.experiment_commands import add_experiment_commands
 from lab.new_families_command import add_new_families_command
 from lab.tiles_legal_command import add_tiles_legal_command
-from tpucost.cli.common import one_line_warnings
+from tpucost.cli import one_line_warnings
 
 __all__ = ["main", "build_parser"]
 

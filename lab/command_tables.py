@@ -1,6 +1,6 @@
-"""The text tables `lab`'s commands print, one per kind of result (as
-`tpucost.experiments.command_tables` holds those of ``python -m tpucost``): each takes the result
-dict a command also prints with ``--json`` and returns its readable text."""
+"""The text tables `lab`'s commands print, one per kind of result (``python -m tpucost`` prints its
+results with its one table printer, `tpucost.cli.show`): each takes the result dict a command also
+prints with ``--json`` and returns its readable text."""
 
 from __future__ import annotations
 

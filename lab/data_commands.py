@@ -11,25 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from lab import command_tables, overlap, pack_collection, packs, precompile
-from tpucost.cli.common import emit, fail, gate_flags
+from tpucost.cli import emit, fail
 from tpucost.experiments.autotune.tunable import load_tunable
 from tpucost.experiments.data import additivity, kernel_collection
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.method import device, hlo, kernels
 
 __all__ = ["add_collect_pack_command", "add_data_commands"]
-
-
-def precompile_flag(p: argparse.ArgumentParser, default: int) -> None:
-    """``--precompile-ahead``: pairs compiled ahead in a second process on the spare core."""
-    p.add_argument(
-        "--precompile-ahead",
-        type=int,
-        default=default,
-        metavar="N",
-        help=f"compile up to N upcoming pairs in a second process on the spare core "
-        f"(default {default}; 0: off; docs/results/collect_prefetch.txt measured it)",
-    )
 
 
 def cmd_collect_pack(args: argparse.Namespace) -> int:
@@ -75,6 +63,38 @@ def _pack_families(names: str | None) -> tuple[str, ...] | str | None:
             f"--families: unknown families {unknown or names!r}; known: {', '.join(pack_collection.PACK_FAMILIES)}"
         )
     return chosen
+
+
+def gate_flags(p: argparse.ArgumentParser, max_load: float | None, max_steal: float | None) -> None:
+    """``--max-load`` and ``--max-steal``, the quiet-machine gate of a collection (None: off). Only
+    ``collect-pack`` sets defaults for them."""
+    p.add_argument(
+        "--max-load",
+        type=float,
+        default=max_load,
+        help="pause while the 1-minute load average is above this "
+        + (f"(default {max_load})" if max_load is not None else "(e.g. 1.5: measure on a quiet machine)"),
+    )
+    p.add_argument(
+        "--max-steal",
+        type=float,
+        default=max_steal,
+        help="pause while the hypervisor steals more than this share of the CPU time wanted "
+        + (f"(default {max_steal})" if max_steal is not None else "(e.g. 0.05)"),
+    )
+
+
+def precompile_flag(p: argparse.ArgumentParser, default: int) -> None:
+    """``--precompile-ahead``: pairs compiled ahead in a second process on the spare core. Moved here from
+    ``tpucost.cli`` (issue 53): ``python -m tpucost collect`` no longer takes it, ``collect-pack`` does."""
+    p.add_argument(
+        "--precompile-ahead",
+        type=int,
+        default=default,
+        metavar="N",
+        help=f"kernel task: compile up to N upcoming pairs in a second process on the spare core "
+        f"(default {default}; 0: off; docs/results/collect_prefetch.txt measured it)",
+    )
 
 
 def add_collect_pack_command(sub: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from lab import descriptor
-from tpucost.cli.common import all_cores_flag, emit, fail, label_mode
+from tpucost.cli import add_options, emit, fail, label_mode
 
 __all__ = ["add_device_commands", "cmd_device_describe"]
 
@@ -50,5 +50,5 @@ def add_device_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--budget-s", type=float, default=60.0, help="seconds the micro-benchmarks may take (default 60)"
     )
-    all_cores_flag(p)
+    add_options(p, "--all-cores")
     p.set_defaults(func=cmd_device_describe)

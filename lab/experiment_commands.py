@@ -9,11 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from lab import device_experiments, lodo, packs
-from tpucost.cli.common import fail, names
-from tpucost.cli.kernel_commands import kernel_dataset
-from tpucost.cli.tile_commands import tile_dataset
+from tpucost.cli import fail, names, tile_dataset
 from tpucost.experiments import kernel_experiments, results, tile_experiments
 from tpucost.experiments.configs import table2, table3
+from tpucost.experiments.data import kernel as kernel_data
 from tpucost.method.tasks import tile as tile_task
 from tpucost.method.train import TrainConfig
 
@@ -21,7 +20,7 @@ from tpucost.method.train import TrainConfig
 def cmd_hparam_search(args: argparse.Namespace) -> int:
     try:
         result = kernel_experiments.hparam_search(
-            kernel_dataset(args.data),
+            kernel_data.load_dataset(args.data),
             args.out,
             args.trials,
             args.epochs,
@@ -73,7 +72,7 @@ def _print_summary(run: Callable[..., dict], args: argparse.Namespace, **options
     """Run an experiment of `tpucost.experiments.kernel_experiments` on ``--data`` into ``--out``; print its summary."""
     try:
         summary = run(
-            kernel_dataset(args.data),
+            kernel_data.load_dataset(args.data),
             args.out,
             config=_config(args),
             methods=args.methods,

@@ -8,7 +8,7 @@ import argparse
 import dataclasses
 
 from lab import new_families, packs
-from tpucost.cli.common import emit, fail, names
+from tpucost.cli import emit, fail, names
 from tpucost.experiments.data import kernel as kernel_data
 from tpucost.method.tasks import kernel
 

@@ -7,8 +7,7 @@ import argparse
 import json
 
 from lab import command_tables
-from tpucost.cli.common import emit, fail
-from tpucost.cli.tile_commands import tpu_target
+from tpucost.cli import emit, fail, tpu_target
 from tpucost.experiments import compiler, tiles
 from tpucost.experiments.tiles import mosaic
 

@@ -21,8 +21,7 @@ import numpy as np
 import pytest
 import xla_reference
 
-from tpucost import tpu_host
-from tpucost.cli import compile_commands
+from tpucost import cli, tpu_host
 from tpucost.experiments import compiler, xla_estimates
 from tpucost.experiments.programs import corpus, diffrax_models, keras_apps
 from tpucost.experiments.programs.examples import EXAMPLES
@@ -95,7 +94,7 @@ def test_a_missing_tpu_compiler_is_one_line_naming_the_extra(monkeypatch, capsys
     try:
         with pytest.raises(compiler.TpuCompilerMissing, match=r"tpucost\[tpu\]"):
             compiler.compile_for_target(_mlp, _mlp_args(), "tpu-v5e")
-        assert compile_commands.cmd_compile(_args("mlp-forward-0-0", "tpu-v5e")) == 2
+        assert cli.cmd_compile(_args("mlp-forward-0-0", "tpu-v5e")) == 2
     finally:
         compiler.target_device.cache_clear()
     err = capsys.readouterr().err.strip().splitlines()
@@ -234,7 +233,7 @@ def test_every_family_and_example_compiles_for_v5e_into_kernels(spec):
     computing custom call of the entry and of the bodies it runs is a kernel; every kernel
     featurizes; every estimate in the text reaches its kernel."""
     _needs_its_library(spec)
-    fn, args, _ = compile_commands.resolve_program(spec)
+    fn, args, _ = cli.resolve_program(spec)
     program = compiler.compile_for_target(fn, args, "tpu-v5e")
     if xla_reference.available():
         assert xla_reference.assert_agrees([program.text], [spec]) == 1
@@ -300,7 +299,7 @@ def test_compile_command_on_a_program_of_the_user(tmp_path):
     assert result["target"] == "tpu-v5e" and result["compiler"]["libtpu"]
     for key in ("name", "kind", "opcode", "xla_estimated_cycles", "xla_estimated_ns"):
         assert all(key in k for k in result["kernels"])
-    fn, args, _ = compile_commands.resolve_program(f"{path}:attention")
+    fn, args, _ = cli.resolve_program(f"{path}:attention")
     program = compiler.compile_for_target(fn, args, "tpu-v5e")
     entry_fusions = {i.name for i in program.module.entry.instructions if i.opcode == "fusion"}
     assert entry_fusions <= {k["name"] for k in result["kernels"]}
@@ -327,13 +326,13 @@ def test_compile_command_errors_are_one_line(tmp_path, capsys):
         (f"{tmp_path}/none.py:f", "cpu", "no such file"),
         (f"{bad}:f", "cpu", "must return (fn, args)"),
     ):
-        assert compile_commands.cmd_compile(_args(program, target)) == 2
+        assert cli.cmd_compile(_args(program, target)) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and expected in err[0], (program, err)
 
 
 def test_compile_command_on_the_cpu_target_reads_a_corpus_program(capsys):
-    assert compile_commands.cmd_compile(_args("mlp-forward-0-0", "cpu")) == 0
+    assert cli.cmd_compile(_args("mlp-forward-0-0", "cpu")) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["target"] == "cpu" and result["compiler"]["libtpu"] is None
     assert result["kernels"] and all(k["xla_estimated_cycles"] is None for k in result["kernels"])
@@ -489,7 +488,7 @@ _TPU_WITNESS = {
 @needs_libtpu
 @pytest.mark.parametrize("config", backends.BACKENDS["tpu"].compile_configurations)
 def test_each_tpu_configuration_changes_the_kernels(config):
-    fn, args, _ = compile_commands.resolve_program(_TPU_WITNESS[config])
+    fn, args, _ = cli.resolve_program(_TPU_WITNESS[config])
     default = compiler.compile_for_target(fn, args, "tpu-v5e")
     changed = compiler.compile_for_target(fn, args, "tpu-v5e", corpus.CONFIGURATIONS[config].compiler_options)
     assert corpus.kernel_signatures(changed.text) != corpus.kernel_signatures(default.text)
@@ -506,7 +505,7 @@ def test_the_notebooks_tpu_programs_compile_here():
     for name, (_, fn, args) in tool.bundled_programs().items():
         estimate = xla_estimates.program_estimate(compiler.compile_for_target(fn, args, "tpu-v5e"))
         assert estimate.estimated_kernels > 0 and estimate.xla_estimated_ns > 0, name
-    fn, args, _ = compile_commands.resolve_program("example:mixer")
+    fn, args, _ = cli.resolve_program("example:mixer")
     rows = xla_estimates.configuration_estimates(
         fn, args, "tpu-v5e", corpus.compile_option_configurations("tpu")
     )

@@ -25,8 +25,7 @@ import jax
 import pytest
 from test_autotune import _report  # a small report of the shape `autotune` writes
 
-from tpucost import tpu_host
-from tpucost.cli import common
+from tpucost import cli, tpu_host
 from tpucost.experiments import autotune
 from tpucost.experiments.autotune import protocol, wall_time
 from tpucost.experiments.configs import autotune as autotune_config
@@ -165,7 +164,7 @@ def test_on_an_accelerator_nothing_is_pinned_and_it_says_so(backend, monkeypatch
         with pytest.raises(TypeError, match="not pinned"):
             int(pinning)
     args = types.SimpleNamespace(all_cores=False)
-    assert not common.label_mode(args).pinned  # the CLI's label mode, as `collect` and `autotune` call it
+    assert not cli.label_mode(args).pinned  # the CLI's label mode, as `collect` and `autotune` call it
     assert pins == []
 
 
@@ -176,8 +175,8 @@ def test_on_cpu_it_still_pins_to_one_core(monkeypatch, pins):
     pinning = device.pin_to_one_core()
     assert pinning.pinned and int(pinning) == 0 and pinning.backend == "cpu"
     assert str(pinning) == "pinned to core 0 (XLA:CPU label mode)"
-    assert common.label_mode(types.SimpleNamespace(all_cores=False)).core == 0
-    assert common.label_mode(types.SimpleNamespace(all_cores=True)) is None
+    assert cli.label_mode(types.SimpleNamespace(all_cores=False)).core == 0
+    assert cli.label_mode(types.SimpleNamespace(all_cores=True)) is None
     assert pins == [(0, {0}), (0, {0})]
 
 
